@@ -1,0 +1,34 @@
+#include "app/commands.h"
+
+#include <cstdio>
+#include <exception>
+
+namespace kvscope::app {
+
+int fail(const std::string& message) {
+    std::fprintf(stderr, "kvscope: error: %s\n", message.c_str());
+    return 1;
+}
+
+int run_cli(int argc, char** argv) {
+    CLI::App cli{"kvscope: see what an LLM does with its KV cache"};
+    cli.require_subcommand(1);
+    std::vector<Command> commands = {register_generate(cli)};
+    try {
+        cli.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        int code = cli.exit(e);  // prints help or the error
+        return code == 0 ? 0 : 2;
+    }
+    try {
+        for (const Command& c : commands)
+            if (c.app->parsed()) return c.run();
+    } catch (const std::bad_alloc&) {
+        return fail("out of memory");
+    } catch (const std::exception& e) {
+        return fail(e.what());
+    }
+    return 2;
+}
+
+}  // namespace kvscope::app

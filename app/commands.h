@@ -1,0 +1,27 @@
+#pragma once
+// The command line: one CLI11 app with a subcommand per job (one file each, cmd_*.cpp).
+// Exit status everywhere: 0 success, 1 the job failed (bad model file, bad workload...),
+// 2 a usage error (unknown flag, value out of range).
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace kvscope::app {
+
+int run_cli(int argc, char** argv);
+
+// A registered subcommand: run() is called when `app` was the one parsed.
+struct Command {
+    CLI::App* app = nullptr;
+    std::function<int()> run;
+};
+
+// Each cmd_*.cpp registers its subcommand and returns the action bound to its options.
+Command register_generate(CLI::App& cli);
+
+// Prints "kvscope: error: <message>" on stderr and returns 1.
+int fail(const std::string& message);
+
+}  // namespace kvscope::app

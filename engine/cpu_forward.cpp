@@ -1,0 +1,148 @@
+#include "engine/cpu_forward.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "engine/cpu_ops.h"
+#include "engine/thread_pool.h"
+
+namespace kvscope {
+
+CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights, KvCacheStorage& kv,
+                       ThreadPool& pool)
+    : config_(config), weights_(weights), kv_(kv), pool_(pool) {
+    int half = config.head_dim / 2;
+    inv_freq_.resize(static_cast<size_t>(half));
+    for (int i = 0; i < half; ++i)
+        inv_freq_[static_cast<size_t>(i)] =
+            1.0f / std::pow(config.rope_theta, static_cast<float>(2 * i) / static_cast<float>(config.head_dim));
+}
+
+namespace {
+void add_bias(float* rows, int n_rows, const Vector& bias) {
+    if (!bias.data) return;
+    for (int r = 0; r < n_rows; ++r)
+        for (int i = 0; i < bias.size; ++i) rows[static_cast<int64_t>(r) * bias.size + i] += bias.data[i];
+}
+}  // namespace
+
+void CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
+    const ModelConfig& c = config_;
+    const int n = static_cast<int>(batch.tokens.size());
+    const auto N = static_cast<size_t>(n);
+    x_.resize(N * c.dim);
+    xb_.resize(N * c.dim);
+    q_.resize(N * c.q_dim());
+    k_.resize(N * c.kv_dim());
+    v_.resize(N * c.kv_dim());
+    att_.resize(N * c.q_dim());
+    hb_.resize(N * c.hidden_dim);
+    hb2_.resize(N * c.hidden_dim);
+    row_pos_.resize(N);
+    row_chunk_.resize(N);
+
+    size_t row = 0;
+    for (size_t ci = 0; ci < batch.chunks.size(); ++ci) {
+        const SequenceChunk& ch = batch.chunks[ci];
+        for (int32_t i = 0; i < ch.num_tokens; ++i, ++row) {
+            row_pos_[row] = ch.start_pos + i;
+            row_chunk_[row] = static_cast<int32_t>(ci);
+        }
+    }
+
+    for (int r = 0; r < n; ++r)
+        std::memcpy(&x_[static_cast<size_t>(r) * c.dim],
+                    weights_.token_embedding.data + static_cast<int64_t>(batch.tokens[static_cast<size_t>(r)]) * c.dim,
+                    sizeof(float) * static_cast<size_t>(c.dim));
+
+    for (int l = 0; l < c.n_layers; ++l) {
+        const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
+        for (int r = 0; r < n; ++r)
+            rmsnorm(&xb_[static_cast<size_t>(r) * c.dim], &x_[static_cast<size_t>(r) * c.dim], w.attn_norm.data, c.dim, c.rms_eps);
+        matmul(pool_, xb_.data(), n, w.wq, q_.data());
+        matmul(pool_, xb_.data(), n, w.wk, k_.data());
+        matmul(pool_, xb_.data(), n, w.wv, v_.data());
+        add_bias(q_.data(), n, w.bq);
+        add_bias(k_.data(), n, w.bk);
+        add_bias(v_.data(), n, w.bv);
+
+        // RoPE, then store this layer's K/V of every row through its block table.
+        for (int r = 0; r < n; ++r) {
+            int pos = row_pos_[static_cast<size_t>(r)];
+            for (int h = 0; h < c.n_heads; ++h)
+                rope(&q_[static_cast<size_t>(r) * c.q_dim() + static_cast<size_t>(h) * c.head_dim], c.head_dim, pos, inv_freq_.data(), c.rope_style);
+            for (int h = 0; h < c.n_kv_heads; ++h)
+                rope(&k_[static_cast<size_t>(r) * c.kv_dim() + static_cast<size_t>(h) * c.head_dim], c.head_dim, pos, inv_freq_.data(), c.rope_style);
+            const BlockTable& table = *batch.chunks[static_cast<size_t>(row_chunk_[static_cast<size_t>(r)])].table;
+            BlockId block = table.blocks[static_cast<size_t>(pos / kv_.block_size())];
+            int slot = pos % kv_.block_size();
+            std::memcpy(kv_.key(l, block, slot), &k_[static_cast<size_t>(r) * c.kv_dim()], sizeof(float) * static_cast<size_t>(c.kv_dim()));
+            std::memcpy(kv_.value(l, block, slot), &v_[static_cast<size_t>(r) * c.kv_dim()], sizeof(float) * static_cast<size_t>(c.kv_dim()));
+        }
+
+        attention(batch, l);
+
+        matmul(pool_, att_.data(), n, w.wo, xb_.data());
+        for (size_t i = 0; i < N * c.dim; ++i) x_[i] += xb_[i];
+
+        for (int r = 0; r < n; ++r)
+            rmsnorm(&xb_[static_cast<size_t>(r) * c.dim], &x_[static_cast<size_t>(r) * c.dim], w.ffn_norm.data, c.dim, c.rms_eps);
+        matmul(pool_, xb_.data(), n, w.w_gate, hb_.data());
+        matmul(pool_, xb_.data(), n, w.w_up, hb2_.data());
+        swiglu(hb_.data(), hb2_.data(), n * c.hidden_dim);
+        matmul(pool_, hb_.data(), n, w.w_down, xb_.data());
+        for (size_t i = 0; i < N * c.dim; ++i) x_[i] += xb_[i];
+    }
+
+    // Final norm and classifier, only for the rows whose logits are wanted.
+    std::vector<float> last;
+    int n_out = 0;
+    row = 0;
+    for (const SequenceChunk& ch : batch.chunks) {
+        row += static_cast<size_t>(ch.num_tokens);
+        if (!ch.want_logits || ch.num_tokens == 0) continue;
+        last.resize(static_cast<size_t>(n_out + 1) * c.dim);
+        rmsnorm(&last[static_cast<size_t>(n_out) * c.dim], &x_[(row - 1) * c.dim], weights_.output_norm.data, c.dim, c.rms_eps);
+        ++n_out;
+    }
+    logits.resize(static_cast<size_t>(n_out) * c.vocab_size);
+    if (n_out > 0) matmul(pool_, last.data(), n_out, weights_.output, logits.data());
+}
+
+void CpuForward::attention(const ForwardBatch& batch, int layer) {
+    const ModelConfig& c = config_;
+    const int n = static_cast<int>(batch.tokens.size());
+    const int hd = c.head_dim, group = c.group_size(), bs = kv_.block_size();
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    int max_pos = 0;
+    for (int32_t p : row_pos_) max_pos = std::max(max_pos, p);
+    int64_t cost = static_cast<int64_t>(n) * c.n_heads * (max_pos + 1) * hd * 2;
+
+    pool_.parallel_for(static_cast<int64_t>(n) * c.n_heads, cost, [&](int64_t begin, int64_t end) {
+        std::vector<float> scores(static_cast<size_t>(max_pos) + 1);
+        for (int64_t task = begin; task < end; ++task) {
+            auto r = static_cast<size_t>(task / c.n_heads);
+            int h = static_cast<int>(task % c.n_heads);
+            int pos = row_pos_[r];
+            const BlockTable& table = *batch.chunks[static_cast<size_t>(row_chunk_[r])].table;
+            const float* q = &q_[r * c.q_dim() + static_cast<size_t>(h) * hd];
+            const int kv_off = (h / group) * hd;
+            for (int t = 0; t <= pos; ++t) {
+                BlockId b = table.blocks[static_cast<size_t>(t / bs)];
+                scores[static_cast<size_t>(t)] = dot(q, kv_.key(layer, b, t % bs) + kv_off, hd) * scale;
+            }
+            softmax(scores.data(), pos + 1);
+            float* out = &att_[r * c.q_dim() + static_cast<size_t>(h) * hd];
+            std::fill(out, out + hd, 0.0f);
+            for (int t = 0; t <= pos; ++t) {
+                BlockId b = table.blocks[static_cast<size_t>(t / bs)];
+                const float* v = kv_.value(layer, b, t % bs) + kv_off;
+                float a = scores[static_cast<size_t>(t)];
+                for (int i = 0; i < hd; ++i) out[i] += a * v[i];
+            }
+        }
+    });
+}
+
+}  // namespace kvscope

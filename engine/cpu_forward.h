@@ -1,0 +1,56 @@
+#pragma once
+// The CPU backend's forward pass over a flattened batch, as in vLLM: the tokens of every
+// scheduled sequence are concatenated into one [num_tokens][dim] activation, all projections
+// run as one GEMM over it, and only attention looks at which sequence a row belongs to,
+// reading K/V through that sequence's block table.
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/block_manager.h"
+#include "engine/kv_cache.h"
+#include "engine/model_config.h"
+#include "engine/model_weights.h"
+
+namespace kvscope {
+
+class ThreadPool;
+
+// A run of consecutive tokens of one sequence: a whole prompt (prefill), a piece of it
+// (chunked prefill) or one token (decode). The block table must already cover
+// start_pos + num_tokens tokens.
+struct SequenceChunk {
+    const BlockTable* table = nullptr;
+    int32_t start_pos = 0;
+    int32_t num_tokens = 0;
+    bool want_logits = true;  // logits of the chunk's last token
+};
+
+struct ForwardBatch {
+    std::vector<int32_t> tokens;  // all chunks' tokens, in chunk order
+    std::vector<SequenceChunk> chunks;
+};
+
+class CpuForward {
+public:
+    CpuForward(const ModelConfig& config, const ModelWeights& weights, KvCacheStorage& kv,
+               ThreadPool& pool);
+
+    // Writes the K/V of every token into the cache and returns the logits of each chunk
+    // with want_logits, in chunk order: [num_logit_chunks][vocab].
+    void run(const ForwardBatch& batch, std::vector<float>& logits);
+
+private:
+    void attention(const ForwardBatch& batch, int layer);
+
+    const ModelConfig& config_;
+    const ModelWeights& weights_;
+    KvCacheStorage& kv_;
+    ThreadPool& pool_;
+    std::vector<float> inv_freq_;
+    // Activations, resized per batch.
+    std::vector<float> x_, xb_, q_, k_, v_, att_, hb_, hb2_;
+    std::vector<int32_t> row_pos_, row_chunk_;
+};
+
+}  // namespace kvscope

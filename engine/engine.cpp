@@ -1,0 +1,132 @@
+#include "engine/engine.h"
+
+#include <cblas.h>
+
+#include <chrono>
+#include <sstream>
+#include <thread>
+
+namespace kvscope {
+
+namespace {
+constexpr int32_t kMaxBlockSize = 4096;
+constexpr int32_t kMaxThreads = 1024;
+
+int32_t resolve_threads(int32_t requested) {
+    if (requested > 0) return requested;
+    unsigned hw = std::thread::hardware_concurrency();
+    return hw == 0 ? 1 : static_cast<int32_t>(hw);
+}
+
+EngineOptions resolve(const ModelConfig& config, EngineOptions o) {
+    o.threads = resolve_threads(o.threads);
+    if (o.num_blocks == 0) o.num_blocks = BlockManager::blocks_for(config.context_length, o.block_size);
+    return o;
+}
+}  // namespace
+
+Status validate_engine_options(const ModelConfig& config, const EngineOptions& o) {
+    std::ostringstream msg;
+    if (o.block_size <= 0 || o.block_size > kMaxBlockSize)
+        msg << "block size must be between 1 and " << kMaxBlockSize << ", got " << o.block_size;
+    else if (o.num_blocks < 0)
+        msg << "number of blocks must be positive, got " << o.num_blocks;
+    else if (o.threads < 0 || o.threads > kMaxThreads)
+        msg << "threads must be between 1 and " << kMaxThreads << " (0 = all cores), got " << o.threads;
+    else {
+        EngineOptions r = resolve(config, o);
+        double bytes = 2.0 * config.n_layers * config.kv_dim() * sizeof(float) *
+                       static_cast<double>(r.block_size) * r.num_blocks;
+        constexpr double kMaxCacheBytes = 64.0 * (1ull << 30);
+        if (bytes > kMaxCacheBytes)
+            msg << "a KV cache of " << r.num_blocks << " blocks of " << r.block_size
+                << " tokens needs " << bytes / (1ull << 30) << " GiB; the limit is 64 GiB";
+    }
+    std::string s = msg.str();
+    if (!s.empty()) return Error{s};
+    return {};
+}
+
+Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const LoadedModel> model,
+                                               const EngineOptions& options) {
+    if (Status s = validate_engine_options(model->config, options); !s) return s.error();
+    try {
+        return std::unique_ptr<Engine>(new Engine(std::move(model), options));
+    } catch (const std::bad_alloc&) {
+        return Error{"out of memory while allocating the KV cache; try fewer blocks"};
+    }
+}
+
+Engine::Engine(std::shared_ptr<const LoadedModel> model, const EngineOptions& options)
+    : model_(std::move(model)),
+      options_(resolve(model_->config, options)),
+      pool_(options_.threads),
+      kv_(model_->config, options_.block_size, options_.num_blocks),
+      blocks_(options_.num_blocks, options_.block_size, &kv_),
+      forward_(model_->config, model_->weights, kv_, pool_) {
+    openblas_set_num_threads(options_.threads);
+}
+
+Result<GenerateStats> Engine::generate(const GenerateRequest& request,
+                                       const std::function<void(int32_t)>& on_token) {
+    const ModelConfig& c = config();
+    if (request.prompt.empty()) return Error{"the prompt has no tokens"};
+    if (request.max_tokens < 0) return Error{"max tokens must not be negative"};
+    const auto prompt_len = static_cast<int32_t>(request.prompt.size());
+    if (prompt_len > c.context_length) {
+        std::ostringstream msg;
+        msg << "the prompt has " << prompt_len << " tokens but the model's context holds "
+            << c.context_length;
+        return Error{msg.str()};
+    }
+    for (int32_t t : request.prompt)
+        if (t < 0 || t >= c.vocab_size) {
+            std::ostringstream msg;
+            msg << "token id " << t << " is outside the vocabulary (0.." << c.vocab_size - 1 << ")";
+            return Error{msg.str()};
+        }
+
+    using clock = std::chrono::steady_clock;
+    GenerateStats stats;
+    stats.prompt_tokens = prompt_len;
+    Sampler sampler(c.vocab_size, request.sampling);
+    BlockTable table;
+    std::vector<float> logits;
+    ForwardBatch batch;
+    batch.tokens = request.prompt;
+    batch.chunks = {SequenceChunk{&table, 0, prompt_len, true}};
+    // The table is freed on every exit path.
+    struct Release {
+        BlockManager& m;
+        BlockTable& t;
+        ~Release() { m.free(t); }
+    } release{blocks_, table};
+
+    auto t0 = clock::now();
+    int32_t pos = 0;
+    while (stats.generated_tokens < request.max_tokens) {
+        int32_t n = static_cast<int32_t>(batch.tokens.size());
+        if (pos + n > c.context_length) break;
+        if (Status s = blocks_.grow(table, pos + n); !s) return s.error();
+        forward_.run(batch, logits);
+        int32_t next = sampler.sample(logits.data());
+        pos += n;
+        auto now = clock::now();
+        if (stats.generated_tokens == 0) {
+            stats.prefill_seconds = std::chrono::duration<double>(now - t0).count();
+            t0 = now;
+        }
+        if (next == c.eos_token) {
+            stats.stopped_by_eos = true;
+            break;
+        }
+        ++stats.generated_tokens;
+        on_token(next);
+        batch.tokens = {next};
+        batch.chunks = {SequenceChunk{&table, pos, 1, true}};
+    }
+    stats.decode_seconds = std::chrono::duration<double>(clock::now() - t0).count();
+    return stats;
+}
+
+}  // namespace kvscope

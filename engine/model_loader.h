@@ -1,0 +1,25 @@
+#pragma once
+// Loads a model file, whichever format it is in: GGUF (by its magic) or llama2.c `.bin`.
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "model_config.h"
+#include "model_weights.h"
+#include "result.h"
+#include "tokenizer.h"
+
+namespace kvscope {
+
+struct LoadedModel {
+    ModelConfig config;
+    ModelWeights weights;
+    std::shared_ptr<const Tokenizer> tokenizer;  // null for llama2.c files: they carry none
+    std::string format;                          // "gguf v3", "llama2.c"
+    std::string path;
+};
+
+Result<LoadedModel> load_model(const std::string& path);
+
+}  // namespace kvscope

@@ -1,0 +1,34 @@
+#pragma once
+// Helpers shared by every test suite: where the fixtures are, and running the real binary.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kvscope::test {
+
+// Path of a file under ../shared (env KVSCOPE_SHARED_DIR overrides), or nullopt when absent.
+std::optional<std::string> shared_file(const std::string& relative);
+// Path of the stories260K fixture; tests GTEST_SKIP() with a message when it is nullopt.
+std::optional<std::string> stories260k();
+// Path of a file in the source tree (e.g. "assets/models/kvscope-demo.gguf"), nullopt if absent.
+std::optional<std::string> source_file(const std::string& relative);
+// Path of the built kvscope executable.
+std::string kvscope_binary();
+// A fresh empty directory under the system temp dir, removed at process exit.
+std::string temp_dir();
+
+struct CommandResult {
+    int exit_code = -1;  // exit status; 128 + signal number when killed by a signal
+    bool signaled = false;
+    std::string out;
+    std::string err;
+};
+// Runs argv (no shell) with a timeout in seconds; kills it on timeout (exit_code = -2).
+CommandResult run_command(const std::vector<std::string>& argv, int timeout_s = 120,
+                          const std::string& stdin_text = "");
+
+std::string write_file(const std::string& path, const std::string& bytes);
+std::string read_file(const std::string& path);
+
+}  // namespace kvscope::test
