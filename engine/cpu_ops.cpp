@@ -1,41 +1,86 @@
 #include "engine/cpu_ops.h"
 
-#include <cblas.h>
-
 #include <cmath>
+#include <cstring>
 
 #include "engine/thread_pool.h"
 
 namespace kvscope {
 
-float dot(const float* a, const float* b, int n) {
-    // Eight independent partial sums let the compiler keep a vector register of them.
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
-    float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-    for (; i < n; ++i) sum += a[i] * b[i];
+namespace {
+// Eight lanes of partial sums: one AVX register on x86-64, two SSE ones elsewhere.
+typedef float Lanes __attribute__((vector_size(32)));
+
+inline Lanes load(const float* p) {
+    Lanes v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+inline float reduce(Lanes a, const float* x, const float* y, int tail_begin, int n) {
+    float sum = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+    for (int i = tail_begin; i < n; ++i) sum += x[i] * y[i];
     return sum;
 }
-
-namespace {
-// Below this many rows a GEMM call costs more than it saves.
-constexpr int kGemmMinRows = 4;
 }  // namespace
 
+// Every output element, whichever path computes it, is summed in exactly this order: lane
+// j accumulates elements j, j+8, j+16... then the lanes are folded pairwise and the tail is
+// added. That makes results independent of batch size and thread count, so a request's tokens
+// do not depend on what else was scheduled with it (the property the scheduler tests check).
+float dot(const float* a, const float* b, int n) {
+    Lanes acc = {};
+    int i = 0;
+    for (; i + 8 <= n; i += 8) acc += load(a + i) * load(b + i);
+    return reduce(acc, a, b, i, n);
+}
+
 void matmul(ThreadPool& pool, const float* x, int n_rows, const Matrix& w, float* out) {
-    if (n_rows >= kGemmMinRows) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n_rows, w.rows, w.cols, 1.0f, x,
-                    w.cols, w.data, w.cols, 0.0f, out, w.rows);
-        return;
-    }
-    int64_t cost = static_cast<int64_t>(n_rows) * w.rows * w.cols;
+    const int k = w.cols;
+    const int k8 = k / 8 * 8;
+    int64_t cost = static_cast<int64_t>(n_rows) * w.rows * k;
     pool.parallel_for(w.rows, cost, [&](int64_t begin, int64_t end) {
-        for (int r = 0; r < n_rows; ++r) {
-            const float* xr = x + static_cast<int64_t>(r) * w.cols;
+        // Tiles of 4 input rows x 2 weight rows: each weight row is loaded once per 4 rows.
+        int r = 0;
+        for (; r + 4 <= n_rows; r += 4) {
+            const float* x0 = x + static_cast<int64_t>(r) * k;
+            const float* x1 = x0 + k;
+            const float* x2 = x1 + k;
+            const float* x3 = x2 + k;
+            int64_t o = begin;
+            for (; o + 2 <= end; o += 2) {
+                const float* w0 = w.data + o * k;
+                const float* w1 = w0 + k;
+                Lanes a00 = {}, a01 = {}, a10 = {}, a11 = {}, a20 = {}, a21 = {}, a30 = {}, a31 = {};
+                for (int i = 0; i < k8; i += 8) {
+                    Lanes vw0 = load(w0 + i), vw1 = load(w1 + i);
+                    Lanes v0 = load(x0 + i), v1 = load(x1 + i), v2 = load(x2 + i), v3 = load(x3 + i);
+                    a00 += vw0 * v0;
+                    a01 += vw1 * v0;
+                    a10 += vw0 * v1;
+                    a11 += vw1 * v1;
+                    a20 += vw0 * v2;
+                    a21 += vw1 * v2;
+                    a30 += vw0 * v3;
+                    a31 += vw1 * v3;
+                }
+                float* out0 = out + static_cast<int64_t>(r) * w.rows;
+                out0[o] = reduce(a00, w0, x0, k8, k);
+                out0[o + 1] = reduce(a01, w1, x0, k8, k);
+                out0[w.rows + o] = reduce(a10, w0, x1, k8, k);
+                out0[w.rows + o + 1] = reduce(a11, w1, x1, k8, k);
+                out0[2 * w.rows + o] = reduce(a20, w0, x2, k8, k);
+                out0[2 * w.rows + o + 1] = reduce(a21, w1, x2, k8, k);
+                out0[3 * w.rows + o] = reduce(a30, w0, x3, k8, k);
+                out0[3 * w.rows + o + 1] = reduce(a31, w1, x3, k8, k);
+            }
+            for (; o < end; ++o)
+                for (int j = 0; j < 4; ++j)
+                    out[static_cast<int64_t>(r + j) * w.rows + o] = dot(w.data + o * k, x + static_cast<int64_t>(r + j) * k, k);
+        }
+        for (; r < n_rows; ++r) {
+            const float* xr = x + static_cast<int64_t>(r) * k;
             float* o = out + static_cast<int64_t>(r) * w.rows;
-            for (int64_t i = begin; i < end; ++i) o[i] = dot(w.data + i * w.cols, xr, w.cols);
+            for (int64_t i = begin; i < end; ++i) o[i] = dot(w.data + i * k, xr, k);
         }
     });
 }

@@ -1,7 +1,5 @@
 #include "engine/engine.h"
 
-#include <cblas.h>
-
 #include <chrono>
 #include <sstream>
 #include <thread>
@@ -63,9 +61,7 @@ Engine::Engine(std::shared_ptr<const LoadedModel> model, const EngineOptions& op
       pool_(options_.threads),
       kv_(model_->config, options_.block_size, options_.num_blocks),
       blocks_(options_.num_blocks, options_.block_size, &kv_),
-      forward_(model_->config, model_->weights, kv_, pool_) {
-    openblas_set_num_threads(options_.threads);
-}
+      forward_(model_->config, model_->weights, kv_, pool_) {}
 
 Result<GenerateStats> Engine::generate(const GenerateRequest& request,
                                        const std::function<void(int32_t)>& on_token) {

@@ -111,7 +111,9 @@ TEST(BlockManager, RandomizedOperationsKeepInvariants) {
         for (auto& t : tables) m.free(t);
         EXPECT_EQ(m.pool().num_free(), 64) << "blocks leaked";
         EXPECT_GT(failures, 0) << "the pool never ran full: the test would miss that path";
-        if (block_size > 1) EXPECT_GT(m.cow_copies(), 0) << "no copy-on-write happened";
+        if (block_size > 1) {
+            EXPECT_GT(m.cow_copies(), 0) << "no copy-on-write happened";
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "engine/engine.h"
@@ -106,6 +107,37 @@ TEST(PagedBatch, MixedPrefillAndDecodeMatchSeparateRuns) {
     const std::vector<float>* want_b = nullptr;
     for (int p = 0; p < 10; ++p) want_b = &ref_b.step(b[static_cast<size_t>(p)], p);
     EXPECT_LE(max_relative_error(logits.data() + 97, *want_b), 1e-5);
+}
+
+}  // namespace
+}  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+// The property scheduling relies on: logits of a token do not depend on whether it was computed
+// in a prefill of many tokens, alone in a decode step, or next to other sequences.
+TEST(PagedBatch, PrefillAndTokenByTokenAreBitIdentical) {
+    auto model = test::make_random_model(test::small_test_config(), 5);
+    EngineOptions opts;
+    opts.block_size = 16;
+    opts.num_blocks = 32;
+    opts.threads = 2;
+    auto engine = Engine::create(model, opts);
+    ASSERT_TRUE(engine.ok());
+    Engine& e = **engine;
+    std::vector<int32_t> prompt = {1, 5, 9, 33, 2, 71, 64, 8, 8, 8, 13, 21, 34, 55, 89, 44, 0, 3};
+    const auto n = static_cast<int32_t>(prompt.size());
+    BlockTable whole, single;
+    ASSERT_TRUE(e.blocks().grow(whole, n).ok());
+    std::vector<float> prefill_logits, step_logits;
+    e.forward().run({prompt, {SequenceChunk{&whole, 0, n, true}}}, prefill_logits);
+    for (int32_t p = 0; p < n; ++p) {
+        ASSERT_TRUE(e.blocks().grow(single, p + 1).ok());
+        e.forward().run({{prompt[static_cast<size_t>(p)]}, {SequenceChunk{&single, p, 1, true}}}, step_logits);
+    }
+    ASSERT_EQ(prefill_logits.size(), step_logits.size());
+    EXPECT_EQ(std::memcmp(prefill_logits.data(), step_logits.data(), prefill_logits.size() * sizeof(float)), 0);
 }
 
 }  // namespace

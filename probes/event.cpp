@@ -1,0 +1,58 @@
+#include "probes/event.h"
+
+#include <array>
+#include <chrono>
+
+#include "probes/probe.h"
+
+namespace kvscope {
+
+namespace {
+constexpr std::array<std::string_view, kNumEventKinds> kKindNames = {
+    "invalid",    "step_begin", "step_end",    "phase",        "request_arrive", "request_finish",
+    "request_reject", "block_alloc", "block_free", "block_share", "cow_copy",   "prefix_hit",
+    "prefix_miss", "block_evict", "token_evict", "preempt",     "swap_out",       "swap_in",
+    "attention_row", "token",     "kernel",      "hbm_sample",   "metric",
+};
+}  // namespace
+
+std::string_view event_kind_name(EventKind kind) {
+    auto i = static_cast<size_t>(kind);
+    return i < kKindNames.size() ? kKindNames[i] : "invalid";
+}
+
+bool event_kind_from_name(std::string_view name, EventKind& out) {
+    for (size_t i = 1; i < kKindNames.size(); ++i)
+        if (kKindNames[i] == name) {
+            out = static_cast<EventKind>(i);
+            return true;
+        }
+    return false;
+}
+
+std::string_view phase_name(Phase p) {
+    switch (p) {
+        case Phase::kSchedule: return "schedule";
+        case Phase::kPrefill: return "prefill";
+        case Phase::kDecode: return "decode";
+        case Phase::kAttention: return "attention";
+        case Phase::kMlp: return "mlp";
+        case Phase::kSample: return "sample";
+    }
+    return "unknown";
+}
+
+int64_t host_now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+void ProbeFanout::emit(Event&& event) {
+    for (int i = 0; i < count_; ++i) {
+        Event copy = i + 1 == count_ ? std::move(event) : event;
+        probes_[i]->emit(std::move(copy));
+    }
+}
+
+}  // namespace kvscope

@@ -1,0 +1,93 @@
+#pragma once
+// The event vocabulary (v1): what the engine, the scheduler and the GPU probes report, as plain
+// data with no pointers into the engine. One struct for every kind keeps the recorder, the
+// reader and the Timeline on one code path; the table says what each field means per kind.
+//
+//  kind            request   block      a                  b                 c              wide            value          text
+//  step_begin      -         -          scheduled seqs     prefill tokens    decode tokens  -               -              -
+//  step_end        -         -          running            waiting           swapped        -               step seconds   -
+//  phase           -         -          phase id (Phase)   -                 -              duration ns     -              -
+//  request_arrive  req       -          prompt tokens      max tokens        n samples      -               -              request id
+//  request_finish  req       -          generated tokens   finish (Finish)   -              -               -              -
+//  request_reject  req       -          needed blocks      pool blocks       -              -               -              reason
+//  block_alloc     owner     block      logical index      -                 -              -               -              -
+//  block_free      owner     block      logical index      refcount after    -              -               -              -
+//  block_share     new owner block      logical index      refcount after    -              -               -              -
+//  cow_copy        owner     dst block  logical index      src block         -              -               -              -
+//  prefix_hit      req       block      logical index      tokens reused     -              block hash      -              -
+//  prefix_miss     req       -          logical index      -                 -              block hash      -              -
+//  block_evict     -         block      -                  -                 -              block hash      -              reason
+//  token_evict     req       -          layer (-1 all)     head (-1 all)     position       -               score          policy: reason
+//  preempt         req       -          mode (Preempt)     blocks released   -              -               -              -
+//  swap_out/in     req       -          blocks moved       -                 -              bytes           -              -
+//  attention_row   req       -          layer              head              query pos      -               -              -   payload: u8 probs
+//  token           req       -          position           token id          is prompt      -               -              text piece
+//  kernel          -         -          grid (x*y*z)       block (x*y*z)     stream         end ns          -              kernel name
+//  hbm_sample      -         -          -                  -                 -              end ns          bytes r+w      "read:N write:M"
+//  metric          -         -          -                  -                 -              -               value          metric name
+//
+// Every event carries run, step (engine iteration), seq_no (monotonic per run, assigned by the
+// sink) and t_ns (host steady clock).
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kvscope {
+
+enum class EventKind : uint8_t {
+    kStepBegin = 1,
+    kStepEnd,
+    kPhase,
+    kRequestArrive,
+    kRequestFinish,
+    kRequestReject,
+    kBlockAlloc,
+    kBlockFree,
+    kBlockShare,
+    kCowCopy,
+    kPrefixHit,
+    kPrefixMiss,
+    kBlockEvict,
+    kTokenEvict,
+    kPreempt,
+    kSwapOut,
+    kSwapIn,
+    kAttentionRow,
+    kToken,
+    kKernel,
+    kHbmSample,
+    kMetric,
+};
+constexpr int kNumEventKinds = static_cast<int>(EventKind::kMetric) + 1;
+
+std::string_view event_kind_name(EventKind kind);
+// Inverse of event_kind_name; returns false for an unknown name.
+bool event_kind_from_name(std::string_view name, EventKind& out);
+
+// Phases timed inside one engine step (phase event, field a).
+enum class Phase : int32_t { kSchedule = 0, kPrefill, kDecode, kAttention, kMlp, kSample };
+std::string_view phase_name(Phase p);
+
+enum class PreemptMode : int32_t { kRecompute = 0, kSwap = 1 };
+enum class FinishReason : int32_t { kLength = 0, kEndToken = 1, kContextFull = 2 };
+
+struct Event {
+    EventKind kind = EventKind::kMetric;
+    int32_t run = 0;
+    int64_t step = 0;
+    uint64_t seq_no = 0;
+    int64_t t_ns = 0;
+    int32_t request = -1;
+    int32_t block = -1;
+    int32_t a = 0, b = 0, c = 0;
+    int64_t wide = 0;
+    double value = 0;
+    std::string text;
+    std::vector<uint8_t> payload;
+};
+
+int64_t host_now_ns();
+
+}  // namespace kvscope

@@ -1,0 +1,28 @@
+#pragma once
+// The Probe: where the engine reports what it does. The engine holds a Probe* that is null when
+// nobody listens, so a disabled probe costs one branch at each report site.
+
+#include "probes/event.h"
+
+namespace kvscope {
+
+class Probe {
+public:
+    virtual ~Probe() = default;
+    // Called on the engine thread; must not block on I/O (the recorder queues and returns).
+    // The probe assigns seq_no and fills t_ns when it is 0.
+    virtual void emit(Event&& event) = 0;
+};
+
+// Fans one stream out to several probes (recorder + live Timeline, say).
+class ProbeFanout : public Probe {
+public:
+    void add(Probe* p) { probes_[count_++] = p; }
+    void emit(Event&& event) override;
+
+private:
+    Probe* probes_[4] = {};
+    int count_ = 0;
+};
+
+}  // namespace kvscope
