@@ -7,6 +7,7 @@
 #include "app/model_paths.h"
 #include "app/prompt_tokens.h"
 #include "engine/engine.h"
+#include "engine/generate.h"
 #include "engine/model_loader.h"
 
 namespace kvscope::app {
@@ -58,7 +59,7 @@ int run_generate(const GenerateOptions& o) {
         first = false;
         std::fflush(stdout);
     };
-    auto stats = (*engine)->generate(req, on_token);
+    auto stats = generate(**engine, req, on_token);
     std::printf("\n");
     if (!stats) return fail(stats.error().message);
     const GenerateStats& s = stats.value();

@@ -1,22 +1,53 @@
 #include "engine/block_manager.h"
 
+#include <xxhash.h>
+
 #include <sstream>
 
 #include "engine/kv_cache.h"
 
 namespace kvscope {
 
-BlockManager::BlockManager(int32_t num_blocks, int32_t block_size, KvCacheStorage* storage)
-    : block_size_(block_size), pool_(num_blocks), storage_(storage) {}
+BlockManager::BlockManager(int32_t num_blocks, int32_t block_size, KvCacheStorage* storage,
+                           const Reporter* reporter)
+    : block_size_(block_size), pool_(num_blocks), storage_(storage), reporter_(reporter) {}
+
+void BlockManager::report(EventKind kind, int32_t owner, BlockId block, int32_t a, int32_t b,
+                          int64_t wide) const {
+    if (!reporter_ || !reporter_->on()) return;
+    Event e;
+    e.kind = kind;
+    e.request = owner;
+    e.block = block;
+    e.a = a;
+    e.b = b;
+    e.wide = wide;
+    reporter_->emit(std::move(e));
+}
 
 namespace {
 // The first token to be written goes into a block that is partly filled and shared.
 bool needs_cow(const BlockTable& t, int32_t block_size, const BlockPool& pool) {
-    if (t.num_tokens % block_size == 0) return false;
+    if (t.contiguous || t.num_tokens % block_size == 0) return false;
     BlockId last = t.blocks[static_cast<size_t>(t.num_tokens / block_size)];
     return pool.refcount(last) > 1;
 }
 }  // namespace
+
+BlockId BlockManager::take_block(int32_t owner, int32_t logical) {
+    std::optional<BlockHash> evicted;
+    BlockId b = *pool_.allocate(&evicted);
+    if (evicted && reporter_ && reporter_->on()) {
+        Event e;
+        e.kind = EventKind::kBlockEvict;
+        e.block = b;
+        e.wide = static_cast<int64_t>(*evicted);
+        e.text = "lru: cached block reused for new data";
+        reporter_->emit(std::move(e));
+    }
+    report(EventKind::kBlockAlloc, owner, b, logical);
+    return b;
+}
 
 int32_t BlockManager::blocks_needed(const BlockTable& table, int32_t new_num_tokens) const {
     int32_t have = static_cast<int32_t>(table.blocks.size());
@@ -26,46 +57,128 @@ int32_t BlockManager::blocks_needed(const BlockTable& table, int32_t new_num_tok
     return fresh + (cow ? 1 : 0);
 }
 
-Status BlockManager::grow(BlockTable& table, int32_t new_num_tokens) {
+Status BlockManager::grow(BlockTable& table, int32_t new_num_tokens, int32_t owner) {
     if (new_num_tokens <= table.num_tokens) return {};
     int32_t need = blocks_needed(table, new_num_tokens);
+    if (table.contiguous && need > 0) return Error{"contiguous reservation exceeded"};
     if (need > pool_.num_free()) {
         std::ostringstream msg;
         msg << "KV cache full: need " << need << " free blocks, " << pool_.num_free() << " left";
         return Error{msg.str()};
     }
     if (needs_cow(table, block_size_, pool_)) {
-        auto& slot = table.blocks[static_cast<size_t>(table.num_tokens / block_size_)];
-        BlockId copy = *pool_.allocate();
+        int32_t logical = table.num_tokens / block_size_;
+        auto& slot = table.blocks[static_cast<size_t>(logical)];
+        BlockId copy = take_block(owner, logical);
         if (storage_) storage_->copy_block(slot, copy);
+        report(EventKind::kCowCopy, owner, copy, logical, slot);
         pool_.release(slot);
+        report(EventKind::kBlockFree, owner, slot, logical, pool_.refcount(slot));
         slot = copy;
         ++cow_copies_;
     }
     int32_t want = blocks_for(new_num_tokens, block_size_);
-    while (static_cast<int32_t>(table.blocks.size()) < want) table.blocks.push_back(*pool_.allocate());
+    while (static_cast<int32_t>(table.blocks.size()) < want)
+        table.blocks.push_back(take_block(owner, static_cast<int32_t>(table.blocks.size())));
     table.num_tokens = new_num_tokens;
     return {};
 }
 
-void BlockManager::fork(const BlockTable& src, BlockTable& dst) {
-    for (BlockId b : src.blocks) pool_.retain(b);
+void BlockManager::fork(const BlockTable& src, BlockTable& dst, int32_t new_owner) {
+    for (size_t i = 0; i < src.blocks.size(); ++i) {
+        pool_.retain(src.blocks[i]);
+        report(EventKind::kBlockShare, new_owner, src.blocks[i], static_cast<int32_t>(i),
+               pool_.refcount(src.blocks[i]));
+    }
     dst = src;
 }
 
-void BlockManager::free(BlockTable& table) {
-    for (BlockId b : table.blocks) pool_.release(b);
-    table.blocks.clear();
-    table.num_tokens = 0;
+void BlockManager::free(BlockTable& table, int32_t owner) {
+    for (size_t i = 0; i < table.blocks.size(); ++i) {
+        BlockId b = table.blocks[i];
+        pool_.release(b);
+        report(EventKind::kBlockFree, owner, b, static_cast<int32_t>(i), pool_.refcount(b));
+    }
+    table = BlockTable{};
+}
+
+BlockHash BlockManager::chain_hash(BlockHash parent, const int32_t* tokens, int32_t count) {
+    return XXH3_64bits_withSeed(tokens, static_cast<size_t>(count) * sizeof(int32_t), parent);
+}
+
+int32_t BlockManager::reuse_cached_prefix(BlockTable& table, const std::vector<int32_t>& tokens,
+                                          int32_t owner) {
+    const auto n = static_cast<int32_t>(tokens.size());
+    const int32_t max_blocks = (n - 1) / block_size_;
+    BlockHash parent = 0;
+    for (int32_t i = 0; i < max_blocks; ++i) {
+        BlockHash h = chain_hash(parent, tokens.data() + static_cast<size_t>(i) * block_size_, block_size_);
+        auto hit = pool_.lookup(h);
+        if (!hit) {
+            report(EventKind::kPrefixMiss, owner, -1, i, 0, static_cast<int64_t>(h));
+            break;
+        }
+        pool_.retain(*hit);
+        report(EventKind::kBlockShare, owner, *hit, i, pool_.refcount(*hit));
+        report(EventKind::kPrefixHit, owner, *hit, i, block_size_, static_cast<int64_t>(h));
+        table.blocks.push_back(*hit);
+        table.hashes.push_back(h);
+        parent = h;
+    }
+    table.num_tokens = static_cast<int32_t>(table.blocks.size()) * block_size_;
+    return table.num_tokens;
+}
+
+void BlockManager::register_full_blocks(BlockTable& table, const std::vector<int32_t>& tokens,
+                                        int32_t computed) {
+    int32_t full = std::min(computed, static_cast<int32_t>(tokens.size())) / block_size_;
+    while (static_cast<int32_t>(table.hashes.size()) < full) {
+        size_t i = table.hashes.size();
+        BlockHash parent = i == 0 ? 0 : table.hashes[i - 1];
+        BlockHash h = chain_hash(parent, tokens.data() + i * static_cast<size_t>(block_size_), block_size_);
+        pool_.set_hash(table.blocks[i], h);
+        table.hashes.push_back(h);
+    }
+}
+
+Status BlockManager::reserve_contiguous(BlockTable& table, int32_t reserve_tokens, int32_t owner) {
+    int32_t count = blocks_for(reserve_tokens, block_size_);
+    int32_t run = 0;
+    for (BlockId b = 0; b < pool_.num_blocks(); ++b) {
+        run = pool_.is_free(b) ? run + 1 : 0;
+        if (run == count) {
+            BlockId first = b - count + 1;
+            for (BlockId x = first; x <= b; ++x) {
+                pool_.take(x);
+                report(EventKind::kBlockAlloc, owner, x, x - first);
+                table.blocks.push_back(x);
+            }
+            table.contiguous = true;
+            return {};
+        }
+    }
+    std::ostringstream msg;
+    msg << "no run of " << count << " consecutive free blocks (largest is " << largest_free_run() << ")";
+    return Error{msg.str()};
+}
+
+int32_t BlockManager::largest_free_run() const {
+    int32_t best = 0, run = 0;
+    for (BlockId b = 0; b < pool_.num_blocks(); ++b) {
+        run = pool_.is_free(b) ? run + 1 : 0;
+        best = std::max(best, run);
+    }
+    return best;
 }
 
 std::string BlockManager::check_invariants(const std::vector<const BlockTable*>& tables) const {
     std::ostringstream err;
     std::vector<int32_t> holders(static_cast<size_t>(pool_.num_blocks()), 0);
     for (const BlockTable* t : tables) {
-        if (static_cast<int32_t>(t->blocks.size()) != blocks_for(t->num_tokens, block_size_))
-            err << "table with " << t->num_tokens << " tokens holds " << t->blocks.size()
-                << " blocks; ";
+        auto held = static_cast<int32_t>(t->blocks.size());
+        int32_t need = blocks_for(t->num_tokens, block_size_);
+        if (t->contiguous ? held < need : held != need)
+            err << "table with " << t->num_tokens << " tokens holds " << held << " blocks; ";
         for (BlockId b : t->blocks) {
             if (b < 0 || b >= pool_.num_blocks()) {
                 err << "block id " << b << " out of range; ";

@@ -1,12 +1,15 @@
 #pragma once
 // Per-sequence block tables over one BlockPool: growing a sequence, forking it (sharing its
-// blocks), copy-on-write when a shared block is about to be written, and freeing.
+// blocks), copy-on-write when a shared block is about to be written, prefix caching of full
+// blocks by hash, contiguous reservations (the pre-PagedAttention allocator), and freeing.
+// Every change to a table is reported as an event, so a recording can rebuild the tables.
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "engine/block_pool.h"
+#include "engine/reporter.h"
 #include "engine/result.h"
 
 namespace kvscope {
@@ -17,12 +20,18 @@ class KvCacheStorage;
 struct BlockTable {
     std::vector<BlockId> blocks;
     int32_t num_tokens = 0;  // tokens whose K/V are (or are about to be) stored
+    // Contiguous reservation: `blocks` is one run of ids reserved up front; it may hold more
+    // blocks than num_tokens needs.
+    bool contiguous = false;
+    // Hash chain of the full blocks whose K/V are computed (prefix caching).
+    std::vector<BlockHash> hashes;
 };
 
 class BlockManager {
 public:
     // `storage` may be null: bookkeeping only (copy-on-write then copies nothing).
-    BlockManager(int32_t num_blocks, int32_t block_size, KvCacheStorage* storage);
+    BlockManager(int32_t num_blocks, int32_t block_size, KvCacheStorage* storage,
+                 const Reporter* reporter = nullptr);
 
     int32_t block_size() const { return block_size_; }
     BlockPool& pool() { return pool_; }
@@ -39,13 +48,27 @@ public:
     // Makes room for tokens [num_tokens, new_num_tokens): copies a shared partly-filled last
     // block first (copy-on-write), then allocates new blocks. All or nothing: on failure the
     // table is unchanged.
-    Status grow(BlockTable& table, int32_t new_num_tokens);
+    Status grow(BlockTable& table, int32_t new_num_tokens, int32_t owner = -1);
     // dst shares every block of src (refcounts + 1).
-    void fork(const BlockTable& src, BlockTable& dst);
-    // Releases every block; the table ends empty.
-    void free(BlockTable& table);
+    void fork(const BlockTable& src, BlockTable& dst, int32_t new_owner = -1);
+    // Releases every block; the table ends empty. Full blocks with a hash stay cached.
+    void free(BlockTable& table, int32_t owner = -1);
 
-    // Number of copy-on-write copies made so far.
+    // Prefix caching. Finds the longest run of cached full blocks matching the start of
+    // `tokens` (leaving at least one token to compute, whose logits are needed) and makes the
+    // (empty) table share them. Returns the number of tokens reused; reports hits and misses.
+    int32_t reuse_cached_prefix(BlockTable& table, const std::vector<int32_t>& tokens, int32_t owner);
+    // Registers every newly completed full block of `table` (its first `computed` tokens have
+    // K/V) under its chain hash, so later requests can reuse it.
+    void register_full_blocks(BlockTable& table, const std::vector<int32_t>& tokens, int32_t computed);
+    static BlockHash chain_hash(BlockHash parent, const int32_t* tokens, int32_t count);
+
+    // Contiguous allocator: reserves one run of consecutive free blocks for `reserve_tokens`
+    // tokens, first fit, into an empty table.
+    Status reserve_contiguous(BlockTable& table, int32_t reserve_tokens, int32_t owner);
+    // Longest run of consecutive free block ids.
+    int32_t largest_free_run() const;
+
     int64_t cow_copies() const { return cow_copies_; }
 
     // Checks the pool against the given live tables: refcount of each block equals the number
@@ -53,9 +76,14 @@ public:
     std::string check_invariants(const std::vector<const BlockTable*>& tables) const;
 
 private:
+    BlockId take_block(int32_t owner, int32_t logical);
+    void report(EventKind kind, int32_t owner, BlockId block, int32_t a, int32_t b = 0,
+                int64_t wide = 0) const;
+
     int32_t block_size_;
     BlockPool pool_;
     KvCacheStorage* storage_;
+    const Reporter* reporter_;
     int64_t cow_copies_ = 0;
 };
 

@@ -55,6 +55,16 @@ void BlockPool::retain(BlockId b) {
     ++refcount_[i];
 }
 
+void BlockPool::take(BlockId b) {
+    auto i = static_cast<size_t>(b);
+    unlink(b);
+    if (hash_[i]) {
+        by_hash_.erase(*hash_[i]);
+        hash_[i].reset();
+    }
+    refcount_[i] = 1;
+}
+
 bool BlockPool::release(BlockId b) {
     auto i = static_cast<size_t>(b);
     assert(refcount_[i] > 0 && "release of a free block");

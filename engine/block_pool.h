@@ -30,6 +30,8 @@ public:
     // that cache entry is dropped and reported through `evicted_hash`.
     std::optional<BlockId> allocate(std::optional<BlockHash>* evicted_hash = nullptr);
     void retain(BlockId b);  // refcount + 1; revives a cached free block
+    // Takes a specific free block (contiguous reservations); drops its cached hash.
+    void take(BlockId b);
     // refcount - 1; returns true when the block became free.
     bool release(BlockId b);
 

@@ -1,6 +1,5 @@
 #include "engine/engine.h"
 
-#include <chrono>
 #include <sstream>
 #include <thread>
 
@@ -60,69 +59,7 @@ Engine::Engine(std::shared_ptr<const LoadedModel> model, const EngineOptions& op
       options_(resolve(model_->config, options)),
       pool_(options_.threads),
       kv_(model_->config, options_.block_size, options_.num_blocks),
-      blocks_(options_.num_blocks, options_.block_size, &kv_),
+      blocks_(options_.num_blocks, options_.block_size, &kv_, &reporter_),
       forward_(model_->config, model_->weights, kv_, pool_) {}
-
-Result<GenerateStats> Engine::generate(const GenerateRequest& request,
-                                       const std::function<void(int32_t)>& on_token) {
-    const ModelConfig& c = config();
-    if (request.prompt.empty()) return Error{"the prompt has no tokens"};
-    if (request.max_tokens < 0) return Error{"max tokens must not be negative"};
-    const auto prompt_len = static_cast<int32_t>(request.prompt.size());
-    if (prompt_len > c.context_length) {
-        std::ostringstream msg;
-        msg << "the prompt has " << prompt_len << " tokens but the model's context holds "
-            << c.context_length;
-        return Error{msg.str()};
-    }
-    for (int32_t t : request.prompt)
-        if (t < 0 || t >= c.vocab_size) {
-            std::ostringstream msg;
-            msg << "token id " << t << " is outside the vocabulary (0.." << c.vocab_size - 1 << ")";
-            return Error{msg.str()};
-        }
-
-    using clock = std::chrono::steady_clock;
-    GenerateStats stats;
-    stats.prompt_tokens = prompt_len;
-    Sampler sampler(c.vocab_size, request.sampling);
-    BlockTable table;
-    std::vector<float> logits;
-    ForwardBatch batch;
-    batch.tokens = request.prompt;
-    batch.chunks = {SequenceChunk{&table, 0, prompt_len, true}};
-    // The table is freed on every exit path.
-    struct Release {
-        BlockManager& m;
-        BlockTable& t;
-        ~Release() { m.free(t); }
-    } release{blocks_, table};
-
-    auto t0 = clock::now();
-    int32_t pos = 0;
-    while (stats.generated_tokens < request.max_tokens) {
-        int32_t n = static_cast<int32_t>(batch.tokens.size());
-        if (pos + n > c.context_length) break;
-        if (Status s = blocks_.grow(table, pos + n); !s) return s.error();
-        forward_.run(batch, logits);
-        int32_t next = sampler.sample(logits.data());
-        pos += n;
-        auto now = clock::now();
-        if (stats.generated_tokens == 0) {
-            stats.prefill_seconds = std::chrono::duration<double>(now - t0).count();
-            t0 = now;
-        }
-        if (next == c.eos_token) {
-            stats.stopped_by_eos = true;
-            break;
-        }
-        ++stats.generated_tokens;
-        on_token(next);
-        batch.tokens = {next};
-        batch.chunks = {SequenceChunk{&table, pos, 1, true}};
-    }
-    stats.decode_seconds = std::chrono::duration<double>(clock::now() - t0).count();
-    return stats;
-}
 
 }  // namespace kvscope

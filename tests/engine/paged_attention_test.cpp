@@ -7,6 +7,7 @@
 #include <random>
 
 #include "engine/engine.h"
+#include "engine/sampler.h"
 #include "random_model.h"
 #include "reference_forward.h"
 

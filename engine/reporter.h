@@ -1,0 +1,25 @@
+#pragma once
+// Stamps engine events with the run and current step and hands them to the Probe, if any.
+// Report sites test `on()` first so that building an event costs nothing when nobody listens.
+
+#include <cstdint>
+#include <utility>
+
+#include "probes/probe.h"
+
+namespace kvscope {
+
+struct Reporter {
+    Probe* probe = nullptr;
+    int32_t run = 0;
+    int64_t step = 0;
+
+    bool on() const { return probe != nullptr; }
+    void emit(Event e) const {
+        e.run = run;
+        e.step = step;
+        probe->emit(std::move(e));
+    }
+};
+
+}  // namespace kvscope

@@ -1,0 +1,505 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+
+#include "engine/tokenizer.h"
+
+namespace kvscope {
+
+namespace {
+using clock = std::chrono::steady_clock;
+double seconds_since(clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); }
+}  // namespace
+
+Scheduler::Scheduler(Engine& engine, const ServingOptions& options, std::vector<Request> requests)
+    : engine_(engine), options_(options), requests_(std::move(requests)) {
+    if (options_.allocator == Allocator::kContiguous) options_.prefix_cache = false;
+    if (options_.swap_blocks <= 0) options_.swap_blocks = engine_.options().num_blocks;
+    arrival_order_.resize(requests_.size());
+    std::iota(arrival_order_.begin(), arrival_order_.end(), 0);
+    std::stable_sort(arrival_order_.begin(), arrival_order_.end(), [&](size_t a, size_t b) {
+        return requests_[a].arrival_step < requests_[b].arrival_step;
+    });
+    totals_.requests = static_cast<int32_t>(requests_.size());
+}
+
+bool Scheduler::done() const {
+    return next_arrival_ == arrival_order_.size() && running_.empty() && waiting_.empty() &&
+           swapped_.empty();
+}
+
+int32_t Scheduler::reservation_tokens(const Sequence& s) const {
+    return std::min(s.prompt_len + s.max_tokens, engine_.config().context_length);
+}
+
+void Scheduler::admit_arrivals() {
+    const Reporter& rep = engine_.reporter();
+    const Tokenizer* tok = engine_.model().tokenizer.get();
+    const int32_t bs = engine_.options().block_size;
+    while (next_arrival_ < arrival_order_.size() &&
+           requests_[arrival_order_[next_arrival_]].arrival_step <= step_) {
+        auto ri = static_cast<int32_t>(arrival_order_[next_arrival_++]);
+        const Request& r = requests_[static_cast<size_t>(ri)];
+        int32_t parent = -1;
+        for (int32_t k = 0; k < r.n; ++k) {
+            Sequence s;
+            s.index = static_cast<int32_t>(seqs_.size());
+            s.request = ri;
+            s.sample = k;
+            s.name = k == 0 ? r.id : r.id + "#" + std::to_string(k);
+            s.tokens = r.prompt;
+            s.prompt_len = static_cast<int32_t>(r.prompt.size());
+            s.max_tokens = r.max_tokens;
+            SamplingParams sp = r.sampling;
+            sp.seed += static_cast<uint64_t>(k);
+            s.sampler = Sampler(engine_.config().vocab_size, sp);
+            if (rep.on()) {
+                Event e;
+                e.kind = EventKind::kRequestArrive;
+                e.request = s.index;
+                e.a = s.prompt_len;
+                e.b = s.max_tokens;
+                e.c = r.n;
+                e.text = s.name;
+                rep.emit(std::move(e));
+                for (int32_t p = 0; p < s.prompt_len; ++p) {
+                    Event t;
+                    t.kind = EventKind::kToken;
+                    t.request = s.index;
+                    t.a = p;
+                    t.b = s.tokens[static_cast<size_t>(p)];
+                    t.c = 1;
+                    if (tok) t.text = tok->decode_token(t.b);
+                    rep.emit(std::move(t));
+                }
+            }
+            // A request that could never fit is rejected alone; the rest still run.
+            int32_t need_tokens = options_.allocator == Allocator::kContiguous
+                                      ? reservation_tokens(s)
+                                      : std::min(s.prompt_len + std::max(s.max_tokens, 1),
+                                                 engine_.config().context_length);
+            int32_t need_blocks = BlockManager::blocks_for(need_tokens, bs);
+            bool too_long = s.prompt_len > engine_.config().context_length;
+            if (too_long || need_blocks > engine_.options().num_blocks) {
+                s.state = SequenceState::kRejected;
+                ++totals_.rejected;
+                if (rep.on()) {
+                    Event e;
+                    e.kind = EventKind::kRequestReject;
+                    e.request = s.index;
+                    e.a = need_blocks;
+                    e.b = engine_.options().num_blocks;
+                    e.text = too_long ? "prompt longer than the model's context"
+                                      : "needs more blocks than the whole pool holds";
+                    rep.emit(std::move(e));
+                }
+                seqs_.push_back(std::move(s));
+                continue;
+            }
+            bool forks = k > 0 && options_.allocator == Allocator::kPaged && parent >= 0;
+            if (forks) {
+                children_[parent].push_back(s.index);
+            } else {
+                waiting_.push_back(s.index);
+                if (k == 0) parent = s.index;
+            }
+            seqs_.push_back(std::move(s));
+        }
+    }
+}
+
+void Scheduler::preempt(Sequence& s) {
+    const Reporter& rep = engine_.reporter();
+    BlockManager& bm = engine_.blocks();
+    auto blocks = static_cast<int32_t>(s.table.blocks.size());
+    bool swap = options_.preempt == PreemptMode::kSwap && s.computed > 0 &&
+                host_blocks_used_ + blocks <= options_.swap_blocks;
+    running_.erase(std::find(running_.begin(), running_.end(), s.index));
+    ++s.preemptions;
+    ++totals_.preemptions;
+    if (rep.on()) {
+        Event e;
+        e.kind = EventKind::kPreempt;
+        e.request = s.index;
+        e.a = static_cast<int32_t>(swap ? PreemptMode::kSwap : PreemptMode::kRecompute);
+        e.b = blocks;
+        rep.emit(std::move(e));
+    }
+    if (swap) {
+        s.host_blocks.resize(static_cast<size_t>(blocks));
+        for (int32_t i = 0; i < blocks; ++i)
+            engine_.kv().save_block(s.table.blocks[static_cast<size_t>(i)], s.host_blocks[static_cast<size_t>(i)]);
+        host_blocks_used_ += blocks;
+        ++totals_.swaps_out;
+        int32_t tokens = s.table.num_tokens;
+        bm.free(s.table, s.index);
+        s.table.num_tokens = tokens;  // remembered for swap-in; no blocks held
+        s.state = SequenceState::kSwapped;
+        swapped_.push_back(s.index);
+        if (rep.on()) {
+            Event e;
+            e.kind = EventKind::kSwapOut;
+            e.request = s.index;
+            e.a = blocks;
+            e.wide = static_cast<int64_t>(blocks) * static_cast<int64_t>(engine_.kv().bytes_per_block());
+            rep.emit(std::move(e));
+        }
+    } else {
+        bm.free(s.table, s.index);
+        s.computed = 0;
+        s.state = SequenceState::kWaiting;
+        waiting_.insert(waiting_.begin(), s.index);
+    }
+}
+
+bool Scheduler::try_swap_in(Sequence& s) {
+    BlockManager& bm = engine_.blocks();
+    int32_t tokens = s.table.num_tokens;
+    auto blocks = static_cast<int32_t>(s.host_blocks.size());
+    if (blocks > bm.pool().num_free()) return false;
+    BlockTable t;
+    if (!bm.grow(t, tokens, s.index).ok()) return false;
+    for (int32_t i = 0; i < blocks; ++i)
+        engine_.kv().load_block(t.blocks[static_cast<size_t>(i)], s.host_blocks[static_cast<size_t>(i)]);
+    host_blocks_used_ -= blocks;
+    s.host_blocks.clear();
+    s.table = std::move(t);
+    s.state = SequenceState::kRunning;
+    const Reporter& rep = engine_.reporter();
+    if (rep.on()) {
+        Event e;
+        e.kind = EventKind::kSwapIn;
+        e.request = s.index;
+        e.a = blocks;
+        e.wide = static_cast<int64_t>(blocks) * static_cast<int64_t>(engine_.kv().bytes_per_block());
+        rep.emit(std::move(e));
+    }
+    return true;
+}
+
+bool Scheduler::ensure_room(Sequence& s, int32_t new_tokens, bool& preempted_self) {
+    BlockManager& bm = engine_.blocks();
+    preempted_self = false;
+    while (!bm.can_grow(s.table, new_tokens)) {
+        // Preempt the newest running sequence; if that is this one, it gives way itself.
+        int32_t victim = running_.back();
+        preempt(seqs_[static_cast<size_t>(victim)]);
+        if (victim == s.index) {
+            preempted_self = true;
+            return false;
+        }
+    }
+    return bm.grow(s.table, new_tokens, s.index).ok();
+}
+
+bool Scheduler::try_admit(Sequence& s, int32_t budget, int32_t& scheduled) {
+    BlockManager& bm = engine_.blocks();
+    const auto total = static_cast<int32_t>(s.tokens.size());
+    if (options_.allocator == Allocator::kContiguous) {
+        if (!bm.reserve_contiguous(s.table, reservation_tokens(s), s.index).ok()) return false;
+    } else if (options_.prefix_cache) {
+        int32_t reused = bm.reuse_cached_prefix(s.table, s.tokens, s.index);
+        if (!s.counted_prefix) {
+            prefix_reused_ += reused;
+            prefix_total_ += s.prompt_len;
+            totals_.prompt_tokens += s.prompt_len;
+            s.counted_prefix = true;
+        }
+        s.computed = reused;
+    }
+    if (!s.counted_prefix) {
+        prefix_total_ += s.prompt_len;
+        totals_.prompt_tokens += s.prompt_len;
+        s.counted_prefix = true;
+    }
+    int32_t chunk = std::min(total - s.computed, budget);
+    if (chunk <= 0 || !bm.can_grow(s.table, s.computed + chunk)) {
+        bm.free(s.table, s.index);
+        s.computed = 0;
+        return false;
+    }
+    (void)bm.grow(s.table, s.computed + chunk, s.index);
+    scheduled = chunk;
+    s.state = SequenceState::kRunning;
+    return true;
+}
+
+bool Scheduler::schedule(ForwardBatch& batch, std::vector<int32_t>& chunk_seq) {
+    int32_t budget = options_.max_batch_tokens;
+    bool preempted = false;
+    auto add_chunk = [&](Sequence& s, int32_t n) {
+        batch.chunks.push_back(SequenceChunk{&s.table, s.computed, n,
+                                             s.computed + n == static_cast<int32_t>(s.tokens.size())});
+        batch.tokens.insert(batch.tokens.end(), s.tokens.begin() + s.computed,
+                            s.tokens.begin() + s.computed + n);
+        chunk_seq.push_back(s.index);
+        budget -= n;
+    };
+    // 1. Running sequences: a decode token each, or their next prefill chunk.
+    for (size_t i = 0; i < running_.size() && budget > 0;) {
+        Sequence& s = seqs_[static_cast<size_t>(running_[i])];
+        int32_t n = std::min(static_cast<int32_t>(s.tokens.size()) - s.computed, budget);
+        bool self = false;
+        if (ensure_room(s, s.computed + n, self)) {
+            add_chunk(s, n);
+            ++i;
+        } else {
+            preempted = true;
+            if (self) break;
+        }
+    }
+    // 2. Swapped sequences come back before new ones, when nothing was preempted just now.
+    while (!preempted && !swapped_.empty() && budget > 0 &&
+           static_cast<int32_t>(running_.size()) < options_.max_running) {
+        Sequence& s = seqs_[static_cast<size_t>(swapped_.front())];
+        if (!try_swap_in(s)) break;
+        swapped_.erase(swapped_.begin());
+        running_.push_back(s.index);
+        int32_t n = static_cast<int32_t>(s.tokens.size()) - s.computed;
+        if (n > budget || !engine_.blocks().can_grow(s.table, s.computed + n)) continue;
+        (void)engine_.blocks().grow(s.table, s.computed + n, s.index);
+        add_chunk(s, n);
+    }
+    // 3. Waiting sequences, FCFS: the head blocks the rest when it does not fit.
+    while (!preempted && swapped_.empty() && !waiting_.empty() && budget > 0 &&
+           static_cast<int32_t>(running_.size()) < options_.max_running) {
+        Sequence& s = seqs_[static_cast<size_t>(waiting_.front())];
+        int32_t n = 0;
+        if (!try_admit(s, budget, n)) break;
+        waiting_.erase(waiting_.begin());
+        running_.push_back(s.index);
+        add_chunk(s, n);
+    }
+    return !batch.chunks.empty();
+}
+
+void Scheduler::append_token(Sequence& s, int32_t token) {
+    const Reporter& rep = engine_.reporter();
+    if (s.generated() >= s.max_tokens) {  // max_tokens 0: the prompt is only prefilled
+        finish(s, FinishReason::kLength);
+        return;
+    }
+    if (token == engine_.config().eos_token) {
+        finish(s, FinishReason::kEndToken);
+        return;
+    }
+    s.tokens.push_back(token);
+    if (rep.on()) {
+        Event t;
+        t.kind = EventKind::kToken;
+        t.request = s.index;
+        t.a = static_cast<int32_t>(s.tokens.size()) - 1;
+        t.b = token;
+        if (const Tokenizer* tok = engine_.model().tokenizer.get()) t.text = tok->decode_token(token);
+        rep.emit(std::move(t));
+    }
+    if (on_token_) on_token_(s, token);
+    if (s.generated() >= s.max_tokens) finish(s, FinishReason::kLength);
+    else if (static_cast<int32_t>(s.tokens.size()) >= engine_.config().context_length)
+        finish(s, FinishReason::kContextFull);
+}
+
+void Scheduler::finish(Sequence& s, FinishReason why) {
+    engine_.blocks().free(s.table, s.index);
+    s.state = SequenceState::kFinished;
+    s.finish = why;
+    s.finished_step = step_;
+    auto it = std::find(running_.begin(), running_.end(), s.index);
+    if (it != running_.end()) running_.erase(it);
+    const Reporter& rep = engine_.reporter();
+    if (rep.on()) {
+        Event e;
+        e.kind = EventKind::kRequestFinish;
+        e.request = s.index;
+        e.a = s.generated();
+        e.b = static_cast<int32_t>(why);
+        rep.emit(std::move(e));
+    }
+}
+
+void Scheduler::fork_children(Sequence& parent, const float* logits) {
+    auto it = children_.find(parent.index);
+    if (it == children_.end()) return;
+    std::vector<float> copy(logits, logits + engine_.config().vocab_size);
+    for (int32_t ci : it->second) {
+        Sequence& c = seqs_[static_cast<size_t>(ci)];
+        engine_.blocks().fork(parent.table, c.table, c.index);
+        c.computed = parent.computed;
+        c.counted_prefix = true;
+        c.state = SequenceState::kRunning;
+        running_.push_back(c.index);
+        std::vector<float> l = copy;
+        append_token(c, c.sampler.sample(l.data()));
+    }
+    children_.erase(it);
+}
+
+bool Scheduler::step() {
+    Reporter& rep = engine_.reporter();
+    rep.step = step_;
+    auto t_schedule = clock::now();
+    admit_arrivals();
+    ForwardBatch batch;
+    std::vector<int32_t> chunk_seq;
+    bool any = schedule(batch, chunk_seq);
+    double schedule_s = seconds_since(t_schedule);
+    if (!any) {
+        if (done()) return false;
+        // Nothing runnable yet (requests arrive later): time passes.
+        compute_metrics();
+        ++step_;
+        return true;
+    }
+    // Decode chunks are single tokens of sequences that have generated before; the rest is
+    // prefill (first admission, recompute after preemption, or a prompt chunk).
+    int32_t prefill_tokens = 0;
+    for (size_t i = 0; i < batch.chunks.size(); ++i) {
+        const Sequence& s = seqs_[static_cast<size_t>(chunk_seq[i])];
+        bool decode = batch.chunks[i].num_tokens == 1 && s.generated() > 0 && batch.chunks[i].want_logits;
+        if (!decode) prefill_tokens += batch.chunks[i].num_tokens;
+    }
+    totals_.prefill_tokens_computed += prefill_tokens;
+    emit_step_begin(batch, prefill_tokens);
+
+    auto t_forward = clock::now();
+    engine_.forward().run(batch, logits_);
+    double forward_s = seconds_since(t_forward);
+
+    auto t_sample = clock::now();
+    size_t logit_row = 0;
+    const int vocab = engine_.config().vocab_size;
+    for (size_t i = 0; i < batch.chunks.size(); ++i) {
+        Sequence& s = seqs_[static_cast<size_t>(chunk_seq[i])];
+        s.computed += batch.chunks[i].num_tokens;
+        if (options_.prefix_cache) engine_.blocks().register_full_blocks(s.table, s.tokens, s.computed);
+        if (!batch.chunks[i].want_logits) continue;
+        float* l = logits_.data() + logit_row++ * static_cast<size_t>(vocab);
+        if (s.generated() == 0) fork_children(s, l);
+        append_token(s, s.sampler.sample(l));
+    }
+    schedule_s += seconds_since(t_sample);
+    totals_.schedule_seconds += schedule_s;
+    totals_.forward_seconds += forward_s;
+    totals_.max_running = std::max(totals_.max_running, static_cast<int32_t>(running_.size()));
+
+    compute_metrics();
+    if (rep.on()) {
+        auto phase = [&](Phase p, double s) {
+            Event e;
+            e.kind = EventKind::kPhase;
+            e.a = static_cast<int32_t>(p);
+            e.wide = static_cast<int64_t>(s * 1e9);
+            rep.emit(std::move(e));
+        };
+        phase(Phase::kSchedule, schedule_s);
+        phase(prefill_tokens > 0 ? Phase::kPrefill : Phase::kDecode, forward_s);
+        Event e;
+        e.kind = EventKind::kStepEnd;
+        e.a = static_cast<int32_t>(running_.size());
+        e.b = static_cast<int32_t>(waiting_.size());
+        e.c = static_cast<int32_t>(swapped_.size());
+        e.value = schedule_s + forward_s;
+        rep.emit(std::move(e));
+    }
+    ++step_;
+    return true;
+}
+
+void Scheduler::emit_step_begin(const ForwardBatch& batch, int32_t prefill_tokens) {
+    const Reporter& rep = engine_.reporter();
+    if (!rep.on()) return;
+    Event e;
+    e.kind = EventKind::kStepBegin;
+    e.a = static_cast<int32_t>(batch.chunks.size());
+    e.b = prefill_tokens;
+    e.c = static_cast<int32_t>(batch.tokens.size()) - prefill_tokens;
+    rep.emit(std::move(e));
+}
+
+void Scheduler::compute_metrics() {
+    const BlockManager& bm = engine_.blocks();
+    const BlockPool& pool = bm.pool();
+    const int32_t bs = bm.block_size();
+    const double slots = static_cast<double>(pool.num_blocks()) * bs;
+    // Fill of each used block: the most tokens any holder keeps in it.
+    std::vector<int32_t> fill(static_cast<size_t>(pool.num_blocks()), 0);
+    for (int32_t si : running_) {
+        const BlockTable& t = seqs_[static_cast<size_t>(si)].table;
+        for (size_t i = 0; i < t.blocks.size(); ++i) {
+            int32_t in_block = std::clamp(t.num_tokens - static_cast<int32_t>(i) * bs, 0, bs);
+            auto& f = fill[static_cast<size_t>(t.blocks[i])];
+            f = std::max(f, in_block);
+        }
+    }
+    int64_t held = 0, wasted = 0;
+    for (BlockId b = 0; b < pool.num_blocks(); ++b) {
+        if (pool.is_free(b)) continue;
+        held += fill[static_cast<size_t>(b)];
+        wasted += bs - fill[static_cast<size_t>(b)];
+    }
+    StepMetrics m;
+    m.blocks_used = pool.num_used();
+    m.blocks_free = pool.num_free();
+    m.blocks_cached = pool.num_cached_free();
+    m.internal_fragmentation = static_cast<double>(wasted) / slots;
+    if (options_.allocator == Allocator::kContiguous)
+        m.external_fragmentation = static_cast<double>(pool.num_free() - bm.largest_free_run()) * bs / slots;
+    m.fragmentation = m.internal_fragmentation + m.external_fragmentation;
+    m.utilization = static_cast<double>(held) / slots;
+    m.prefix_hit_rate = prefix_total_ > 0 ? static_cast<double>(prefix_reused_) / static_cast<double>(prefix_total_) : 0.0;
+    metrics_ = m;
+    totals_.peak_blocks_used = std::max(totals_.peak_blocks_used, m.blocks_used);
+    totals_.peak_fragmentation = std::max(totals_.peak_fragmentation, m.fragmentation);
+    fragmentation_sum_ += m.fragmentation;
+
+    const Reporter& rep = engine_.reporter();
+    if (rep.on()) {
+        auto metric = [&](const char* name, double v) {
+            Event e;
+            e.kind = EventKind::kMetric;
+            e.value = v;
+            e.text = name;
+            rep.emit(std::move(e));
+        };
+        metric("blocks_used", m.blocks_used);
+        metric("blocks_free", m.blocks_free);
+        metric("blocks_cached", m.blocks_cached);
+        metric("internal_fragmentation", m.internal_fragmentation);
+        metric("external_fragmentation", m.external_fragmentation);
+        metric("fragmentation", m.fragmentation);
+        metric("utilization", m.utilization);
+        metric("prefix_hit_rate", m.prefix_hit_rate);
+    }
+}
+
+ServingSummary Scheduler::summary() const {
+    ServingSummary s = totals_;
+    s.steps = step_;
+    for (const Sequence& q : seqs_) {
+        s.tokens += q.generated() > 0 ? q.generated() : 0;
+        if (q.state == SequenceState::kFinished)
+            s.outputs[q.name] = std::vector<int32_t>(q.tokens.begin() + q.prompt_len, q.tokens.end());
+    }
+    s.mean_fragmentation = step_ > 0 ? fragmentation_sum_ / static_cast<double>(step_) : 0.0;
+    s.prefix_hit_rate = metrics_.prefix_hit_rate;
+    s.cow_copies = engine_.blocks().cow_copies();
+    s.seconds = s.schedule_seconds + s.forward_seconds;
+    s.tokens_per_second = s.seconds > 0 ? static_cast<double>(s.tokens) / s.seconds : 0.0;
+    return s;
+}
+
+ServingSummary Scheduler::run_to_completion() {
+    while (step()) {
+    }
+    return summary();
+}
+
+std::string Scheduler::check_invariants() const {
+    std::vector<const BlockTable*> tables;
+    for (int32_t i : running_) tables.push_back(&seqs_[static_cast<size_t>(i)].table);
+    return engine_.blocks().check_invariants(tables);
+}
+
+}  // namespace kvscope

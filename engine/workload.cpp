@@ -1,0 +1,159 @@
+#include "engine/workload.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "engine/tokenizer.h"
+
+namespace kvscope {
+
+const char* sequence_state_name(SequenceState s) {
+    switch (s) {
+        case SequenceState::kWaiting: return "waiting";
+        case SequenceState::kRunning: return "running";
+        case SequenceState::kSwapped: return "swapped";
+        case SequenceState::kFinished: return "finished";
+        case SequenceState::kRejected: return "rejected";
+    }
+    return "unknown";
+}
+
+namespace {
+using json = nlohmann::json;
+
+constexpr int64_t kMaxTokensLimit = 1 << 20;
+constexpr int64_t kMaxSamples = 64;
+constexpr size_t kMaxPromptTokens = 1 << 20;
+
+const std::set<std::string> kFields = {"id",          "arrival_step", "prompt", "prompt_ids",
+                                       "max_tokens",  "temperature",  "top_p",  "seed",
+                                       "n"};
+
+Result<Request> parse_line(const std::string& line, const Tokenizer* tokenizer, int32_t vocab_size,
+                           size_t index) {
+    json j = json::parse(line, nullptr, false);
+    if (j.is_discarded()) return Error{"not valid JSON"};
+    if (!j.is_object()) return Error{"expected a JSON object"};
+    for (auto it = j.begin(); it != j.end(); ++it)
+        if (!kFields.count(it.key())) {
+            std::string known;
+            for (const auto& f : kFields) known += (known.empty() ? "" : ", ") + f;
+            return Error{"unknown field '" + it.key() + "' (known: " + known + ")"};
+        }
+    Request r;
+    auto int_field = [&](const char* key, int64_t lo, int64_t hi, int64_t& out) -> Status {
+        if (!j.contains(key)) return {};
+        const json& v = j[key];
+        if (!v.is_number_integer() && !v.is_number_unsigned())
+            return Error{std::string("'") + key + "' must be an integer"};
+        int64_t x = v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)
+                        ? INT64_MAX
+                        : v.get<int64_t>();
+        if (x < lo || x > hi) {
+            std::ostringstream m;
+            m << "'" << key << "' is " << x << ", must be between " << lo << " and " << hi;
+            return Error{m.str()};
+        }
+        out = x;
+        return {};
+    };
+    if (j.contains("id")) {
+        if (!j["id"].is_string()) return Error{"'id' must be a string"};
+        r.id = j["id"].get<std::string>();
+    } else {
+        r.id = "r" + std::to_string(index + 1);
+    }
+    int64_t arrival = 0, max_tokens = 64, n = 1, seed = 1;
+    if (Status s = int_field("arrival_step", 0, INT32_MAX, arrival); !s) return s.error();
+    if (Status s = int_field("max_tokens", 0, kMaxTokensLimit, max_tokens); !s) return s.error();
+    if (Status s = int_field("n", 1, kMaxSamples, n); !s) return s.error();
+    if (Status s = int_field("seed", 0, INT64_MAX, seed); !s) return s.error();
+    r.arrival_step = arrival;
+    r.max_tokens = static_cast<int32_t>(max_tokens);
+    r.n = static_cast<int32_t>(n);
+    r.sampling.seed = static_cast<uint64_t>(seed);
+    for (const char* key : {"temperature", "top_p"}) {
+        if (!j.contains(key)) continue;
+        if (!j[key].is_number()) return Error{std::string("'") + key + "' must be a number"};
+        double v = j[key].get<double>();
+        double hi = std::string(key) == "top_p" ? 1.0 : 100.0;
+        if (!(v >= 0.0 && v <= hi)) {
+            std::ostringstream m;
+            m << "'" << key << "' is " << v << ", must be between 0 and " << hi;
+            return Error{m.str()};
+        }
+        (std::string(key) == "top_p" ? r.sampling.top_p : r.sampling.temperature) = static_cast<float>(v);
+    }
+    bool has_text = j.contains("prompt"), has_ids = j.contains("prompt_ids");
+    if (has_text == has_ids) return Error{"give exactly one of 'prompt' (text) and 'prompt_ids'"};
+    if (has_ids) {
+        const json& ids = j["prompt_ids"];
+        if (!ids.is_array()) return Error{"'prompt_ids' must be an array of token ids"};
+        if (ids.size() > kMaxPromptTokens) return Error{"'prompt_ids' is absurdly long"};
+        for (const json& t : ids) {
+            if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab_size) {
+                std::ostringstream m;
+                m << "'prompt_ids' holds " << t.dump() << ", not a token id between 0 and " << vocab_size - 1;
+                return Error{m.str()};
+            }
+            r.prompt.push_back(static_cast<int32_t>(t.get<int64_t>()));
+        }
+    } else {
+        if (!j["prompt"].is_string()) return Error{"'prompt' must be a string"};
+        if (!tokenizer) return Error{"'prompt' is text but the model has no tokenizer: use 'prompt_ids'"};
+        r.prompt = tokenizer->encode(j["prompt"].get<std::string>(), tokenizer->wants_bos());
+    }
+    if (r.prompt.empty()) return Error{"the prompt is empty"};
+    return r;
+}
+}  // namespace
+
+Result<std::vector<Request>> parse_workload(std::string_view text, const std::string& name,
+                                            const Tokenizer* tokenizer, int32_t vocab_size) {
+    std::vector<Request> out;
+    std::set<std::string> ids;
+    size_t line_no = 0, start = 0;
+    while (start <= text.size()) {
+        size_t end = text.find('\n', start);
+        if (end == std::string_view::npos) end = text.size();
+        std::string line(text.substr(start, end - start));
+        ++line_no;
+        start = end + 1;
+        size_t first = line.find_first_not_of(" \t\r");
+        if (first == std::string::npos || line[first] == '#') continue;
+        auto r = parse_line(line, tokenizer, vocab_size, out.size());
+        if (!r) return Error{name + ":" + std::to_string(line_no) + ": " + r.error().message};
+        if (!ids.insert(r->id).second)
+            return Error{name + ":" + std::to_string(line_no) + ": duplicate request id '" + r->id + "'"};
+        out.push_back(std::move(r).value());
+    }
+    if (out.empty()) return Error{name + ": no requests in the workload"};
+    return out;
+}
+
+Result<std::vector<Request>> load_workload(const std::string& path, const Tokenizer* tokenizer,
+                                           int32_t vocab_size) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) return Error{path + ": cannot open the workload file"};
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return parse_workload(ss.str(), path, tokenizer, vocab_size);
+}
+
+std::string request_to_json(const Request& r, const std::string& prompt_text) {
+    json j;
+    j["id"] = r.id;
+    j["arrival_step"] = r.arrival_step;
+    if (!prompt_text.empty()) j["prompt"] = prompt_text;
+    else j["prompt_ids"] = r.prompt;
+    j["max_tokens"] = r.max_tokens;
+    j["temperature"] = r.sampling.temperature;
+    if (r.sampling.top_p < 1.0f) j["top_p"] = r.sampling.top_p;
+    j["seed"] = r.sampling.seed;
+    j["n"] = r.n;
+    return j.dump();
+}
+
+}  // namespace kvscope
