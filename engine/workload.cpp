@@ -63,7 +63,8 @@ Result<Request> parse_line(const std::string& line, const Tokenizer* tokenizer, 
         if (!j["id"].is_string()) return Error{"'id' must be a string"};
         r.id = j["id"].get<std::string>();
     } else {
-        r.id = "r" + std::to_string(index + 1);
+        r.id = "r";
+        r.id += std::to_string(index + 1);  // (operator+ trips a GCC 12 -Wrestrict false positive)
     }
     int64_t arrival = 0, max_tokens = 64, n = 1, seed = 1;
     if (Status s = int_field("arrival_step", 0, INT32_MAX, arrival); !s) return s.error();
