@@ -20,6 +20,8 @@ struct Command {
 
 // Each cmd_*.cpp registers its subcommand and returns the action bound to its options.
 Command register_generate(CLI::App& cli);
+Command register_workload(CLI::App& cli);
+Command register_run(CLI::App& cli);
 
 // Prints "kvscope: error: <message>" on stderr and returns 1.
 int fail(const std::string& message);

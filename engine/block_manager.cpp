@@ -136,7 +136,12 @@ void BlockManager::register_full_blocks(BlockTable& table, const std::vector<int
         size_t i = table.hashes.size();
         BlockHash parent = i == 0 ? 0 : table.hashes[i - 1];
         BlockHash h = chain_hash(parent, tokens.data() + i * static_cast<size_t>(block_size_), block_size_);
-        pool_.set_hash(table.blocks[i], h);
+        if (!pool_.hash_of(table.blocks[i])) {
+            pool_.set_hash(table.blocks[i], h);
+            if (pool_.hash_of(table.blocks[i]) == h)
+                report(EventKind::kBlockHashed, -1, table.blocks[i], static_cast<int32_t>(i), 0,
+                       static_cast<int64_t>(h));
+        }
         table.hashes.push_back(h);
     }
 }

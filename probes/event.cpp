@@ -12,7 +12,7 @@ constexpr std::array<std::string_view, kNumEventKinds> kKindNames = {
     "invalid",    "step_begin", "step_end",    "phase",        "request_arrive", "request_finish",
     "request_reject", "block_alloc", "block_free", "block_share", "cow_copy",   "prefix_hit",
     "prefix_miss", "block_evict", "token_evict", "preempt",     "swap_out",       "swap_in",
-    "attention_row", "token",     "kernel",      "hbm_sample",   "metric",
+    "attention_row", "token",     "kernel",      "hbm_sample",   "metric",         "block_hashed",
 };
 }  // namespace
 

@@ -16,6 +16,7 @@
 //  cow_copy        owner     dst block  logical index      src block         -              -               -              -
 //  prefix_hit      req       block      logical index      tokens reused     -              block hash      -              -
 //  prefix_miss     req       -          logical index      -                 -              block hash      -              -
+//  block_hashed    owner     block      logical index      -                 -              block hash      -              -
 //  block_evict     -         block      -                  -                 -              block hash      -              reason
 //  token_evict     req       -          layer (-1 all)     head (-1 all)     position       -               score          policy: reason
 //  preempt         req       -          mode (Preempt)     blocks released   -              -               -              -
@@ -59,8 +60,9 @@ enum class EventKind : uint8_t {
     kKernel,
     kHbmSample,
     kMetric,
+    kBlockHashed,
 };
-constexpr int kNumEventKinds = static_cast<int>(EventKind::kMetric) + 1;
+constexpr int kNumEventKinds = static_cast<int>(EventKind::kBlockHashed) + 1;
 
 std::string_view event_kind_name(EventKind kind);
 // Inverse of event_kind_name; returns false for an unknown name.

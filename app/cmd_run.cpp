@@ -1,0 +1,99 @@
+// `kvscope run`: serves a workload to completion with the continuous-batching scheduler.
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "app/commands.h"
+#include "app/model_paths.h"
+#include "app/serving_flags.h"
+#include "engine/model_loader.h"
+#include "engine/scheduler.h"
+#include "engine/workload.h"
+
+namespace kvscope::app {
+
+namespace {
+struct RunOptions {
+    std::string model;
+    std::string workload;
+    ServingFlags serving;
+    std::string summary_json;
+    std::string record;
+};
+
+nlohmann::json summary_to_json(const ServingSummary& s) {
+    nlohmann::json j;
+    j["requests"] = s.requests;
+    j["rejected"] = s.rejected;
+    j["tokens"] = s.tokens;
+    j["steps"] = s.steps;
+    j["seconds"] = s.seconds;
+    j["tokens_per_second"] = s.tokens_per_second;
+    j["peak_blocks_used"] = s.peak_blocks_used;
+    j["mean_fragmentation"] = s.mean_fragmentation;
+    j["peak_fragmentation"] = s.peak_fragmentation;
+    j["prefix_hit_rate"] = s.prefix_hit_rate;
+    j["prompt_tokens"] = s.prompt_tokens;
+    j["prefill_tokens_computed"] = s.prefill_tokens_computed;
+    j["preemptions"] = s.preemptions;
+    j["swaps_out"] = s.swaps_out;
+    j["cow_copies"] = s.cow_copies;
+    j["max_running"] = s.max_running;
+    j["schedule_seconds"] = s.schedule_seconds;
+    j["forward_seconds"] = s.forward_seconds;
+    j["outputs"] = s.outputs;
+    return j;
+}
+
+int run_serving(const RunOptions& o) {
+    if (!o.record.empty()) return fail("--record is not available yet (session recording comes with the sessions work)");
+    auto loaded = load_model(o.model);
+    if (!loaded) return fail(loaded.error().message);
+    auto model = std::make_shared<const LoadedModel>(std::move(loaded).value());
+    auto requests = load_workload(o.workload, model->tokenizer.get(), model->config.vocab_size);
+    if (!requests) return fail(requests.error().message);
+    auto engine = Engine::create(model, o.serving.engine_options());
+    if (!engine) return fail(engine.error().message);
+    Scheduler scheduler(**engine, o.serving.serving_options(), std::move(requests).value());
+    ServingSummary s = scheduler.run_to_completion();
+
+    std::fprintf(stderr,
+                 "kvscope run: %s, %s allocator, %d blocks of %d tokens, prefix cache %s, preempt by %s\n",
+                 o.workload.c_str(), o.serving.allocator.c_str(), (*engine)->options().num_blocks,
+                 (*engine)->options().block_size, o.serving.prefix_cache.c_str(), o.serving.preempt.c_str());
+    std::printf("requests            %d (%d rejected)\n", s.requests, s.rejected);
+    std::printf("tokens generated    %lld\n", static_cast<long long>(s.tokens));
+    std::printf("steps               %lld\n", static_cast<long long>(s.steps));
+    std::printf("tokens/s            %.1f\n", s.tokens_per_second);
+    std::printf("peak blocks used    %d of %d\n", s.peak_blocks_used, (*engine)->options().num_blocks);
+    std::printf("max running         %d\n", s.max_running);
+    std::printf("fragmentation       mean %.2f%%, peak %.2f%% of the pool\n", 100 * s.mean_fragmentation, 100 * s.peak_fragmentation);
+    std::printf("prefix hit rate     %.2f%% (%lld of %lld prompt tokens computed)\n", 100 * s.prefix_hit_rate,
+                static_cast<long long>(s.prefill_tokens_computed), static_cast<long long>(s.prompt_tokens));
+    std::printf("preemptions         %d (%d by swap)\n", s.preemptions, s.swaps_out);
+    std::printf("copy-on-write       %lld blocks\n", static_cast<long long>(s.cow_copies));
+    double overhead = s.seconds > 0 ? s.schedule_seconds / s.seconds : 0.0;
+    std::printf("scheduler overhead  %.2f%% of step time\n", 100 * overhead);
+    if (!o.summary_json.empty()) {
+        std::ofstream f(o.summary_json);
+        f << summary_to_json(s).dump(2) << "\n";
+        if (!f.flush()) return fail("cannot write " + o.summary_json);
+    }
+    return 0;
+}
+}  // namespace
+
+Command register_run(CLI::App& cli) {
+    auto o = std::make_shared<RunOptions>();
+    o->model = default_model_path();
+    CLI::App* sub = cli.add_subcommand("run", "Serve a workload to completion and print a summary");
+    sub->add_option("--model", o->model, "Model file (GGUF or llama2.c .bin)")->capture_default_str();
+    sub->add_option("--workload", o->workload, "Workload file (JSONL)")->required();
+    add_serving_flags(*sub, o->serving);
+    sub->add_option("--summary-json", o->summary_json, "Write the summary as JSON here");
+    sub->add_option("--record", o->record, "Record the run to a session file (.kvs)");
+    return {sub, [o] { return run_serving(*o); }};
+}
+
+}  // namespace kvscope::app

@@ -1,0 +1,58 @@
+// `kvscope workload`: writes a generated workload (JSONL) for a model.
+#include <cstdio>
+#include <fstream>
+#include <memory>
+
+#include "app/commands.h"
+#include "app/model_paths.h"
+#include "engine/model_loader.h"
+#include "engine/workload.h"
+#include "engine/workload_generator.h"
+
+namespace kvscope::app {
+
+namespace {
+struct WorkloadOptions {
+    std::string model;
+    std::string kind = "chat";
+    int32_t requests = 100;
+    uint64_t seed = 1;
+    std::string out;
+};
+
+int run_workload(const WorkloadOptions& o) {
+    auto kind = parse_workload_kind(o.kind);
+    if (!kind) return fail(kind.error().message);
+    auto model = load_model(o.model);
+    if (!model) return fail(model.error().message);
+    auto reqs = generate_workload(kind.value(), o.requests, o.seed, model->tokenizer.get(),
+                                  model->config.vocab_size, model->config.context_length);
+    std::string text;
+    for (const auto& g : reqs) text += request_to_json(g.request, g.prompt_text) + "\n";
+    if (o.out.empty()) {
+        std::fwrite(text.data(), 1, text.size(), stdout);
+        return 0;
+    }
+    std::ofstream f(o.out, std::ios::binary);
+    if (!f) return fail("cannot write " + o.out);
+    f << text;
+    if (!f.flush()) return fail("cannot write " + o.out);
+    std::fprintf(stderr, "kvscope: wrote %zu requests to %s\n", reqs.size(), o.out.c_str());
+    return 0;
+}
+}  // namespace
+
+Command register_workload(CLI::App& cli) {
+    auto o = std::make_shared<WorkloadOptions>();
+    o->model = default_model_path();
+    CLI::App* sub = cli.add_subcommand("workload", "Generate a serving workload (JSONL)");
+    sub->add_option("--model", o->model, "Model whose tokenizer and context shape the prompts")->capture_default_str();
+    sub->add_option("--kind", o->kind, "chat | shared-prefix | long-tail | burst")
+        ->check(CLI::IsMember({"chat", "shared-prefix", "long-tail", "burst"}))->capture_default_str();
+    sub->add_option("--requests", o->requests, "Number of requests")->check(CLI::Range(1, 1000000))->capture_default_str();
+    sub->add_option("--seed", o->seed, "Seed")->capture_default_str();
+    sub->add_option("--out", o->out, "Output file (stdout without it)");
+    return {sub, [o] { return run_workload(*o); }};
+}
+
+}  // namespace kvscope::app

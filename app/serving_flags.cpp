@@ -1,0 +1,42 @@
+#include "app/serving_flags.h"
+
+namespace kvscope::app {
+
+EngineOptions ServingFlags::engine_options() const {
+    EngineOptions e;
+    e.num_blocks = num_blocks;
+    e.block_size = block_size;
+    e.threads = threads;
+    return e;
+}
+
+ServingOptions ServingFlags::serving_options() const {
+    ServingOptions s;
+    s.max_batch_tokens = max_batch_tokens;
+    s.max_running = max_running;
+    s.allocator = allocator == "contiguous" ? Allocator::kContiguous : Allocator::kPaged;
+    s.prefix_cache = prefix_cache == "on";
+    s.preempt = preempt == "swap" ? PreemptMode::kSwap : PreemptMode::kRecompute;
+    s.swap_blocks = swap_blocks;
+    return s;
+}
+
+void add_serving_flags(CLI::App& sub, ServingFlags& f) {
+    sub.add_option("--num-blocks", f.num_blocks, "KV cache blocks in the pool")
+        ->check(CLI::Range(1, 1 << 24))->capture_default_str();
+    sub.add_option("--block-size", f.block_size, "Tokens per block")->check(CLI::Range(1, 4096))->capture_default_str();
+    sub.add_option("--max-batch-tokens", f.max_batch_tokens, "Token budget per step")
+        ->check(CLI::Range(1, 1 << 20))->capture_default_str();
+    sub.add_option("--max-running", f.max_running, "Most sequences running at once")
+        ->check(CLI::Range(1, 1 << 16))->capture_default_str();
+    sub.add_option("--allocator", f.allocator, "paged | contiguous")
+        ->check(CLI::IsMember({"paged", "contiguous"}))->capture_default_str();
+    sub.add_option("--prefix-cache", f.prefix_cache, "on | off")->check(CLI::IsMember({"on", "off"}))->capture_default_str();
+    sub.add_option("--preempt", f.preempt, "recompute | swap")
+        ->check(CLI::IsMember({"recompute", "swap"}))->capture_default_str();
+    sub.add_option("--swap-blocks", f.swap_blocks, "Host swap pool in blocks (0 = as many as the device pool)")
+        ->check(CLI::Range(0, 1 << 24))->capture_default_str();
+    sub.add_option("--threads", f.threads, "Worker threads (0 = all cores)")->check(CLI::Range(0, 1024))->capture_default_str();
+}
+
+}  // namespace kvscope::app
