@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "engine/model_loader.h"
-#include "engine/result.h"
+#include "probes/result.h"
 
 namespace kvscope::app {
 

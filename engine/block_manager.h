@@ -10,7 +10,7 @@
 
 #include "engine/block_pool.h"
 #include "engine/reporter.h"
-#include "engine/result.h"
+#include "probes/result.h"
 
 namespace kvscope {
 

@@ -10,7 +10,7 @@
 #include "engine/cpu_forward.h"
 #include "engine/kv_cache.h"
 #include "engine/model_loader.h"
-#include "engine/result.h"
+#include "probes/result.h"
 #include "engine/reporter.h"
 #include "engine/thread_pool.h"
 

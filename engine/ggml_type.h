@@ -7,7 +7,7 @@
 #include <optional>
 #include <string_view>
 
-#include "result.h"
+#include "probes/result.h"
 
 namespace kvscope {
 

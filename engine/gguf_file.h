@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "ggml_type.h"
-#include "result.h"
+#include "probes/result.h"
 
 namespace kvscope {
 

@@ -7,7 +7,7 @@
 
 #include "model_config.h"
 #include "model_weights.h"
-#include "result.h"
+#include "probes/result.h"
 #include "tokenizer.h"
 
 namespace kvscope {

@@ -13,11 +13,14 @@ struct Reporter {
     Probe* probe = nullptr;
     int32_t run = 0;
     int64_t step = 0;
+    mutable uint64_t last_seq_no = 0;  // seq_no is assigned here, once, for every listener
 
     bool on() const { return probe != nullptr; }
     void emit(Event e) const {
         e.run = run;
         e.step = step;
+        e.seq_no = ++last_seq_no;
+        e.t_ns = host_now_ns();
         probe->emit(std::move(e));
     }
 };

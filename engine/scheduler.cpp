@@ -194,6 +194,17 @@ bool Scheduler::ensure_room(Sequence& s, int32_t new_tokens, bool& preempted_sel
     return bm.grow(s.table, new_tokens, s.index).ok();
 }
 
+void Scheduler::report_admit(const Sequence& s, int32_t cached_tokens) {
+    const Reporter& rep = engine_.reporter();
+    if (!rep.on()) return;
+    Event e;
+    e.kind = EventKind::kRequestAdmit;
+    e.request = s.index;
+    e.a = cached_tokens;
+    e.b = s.preemptions > 0 ? 1 : 0;
+    rep.emit(std::move(e));
+}
+
 bool Scheduler::try_admit(Sequence& s, int32_t budget, int32_t& scheduled) {
     BlockManager& bm = engine_.blocks();
     const auto total = static_cast<int32_t>(s.tokens.size());
@@ -223,6 +234,7 @@ bool Scheduler::try_admit(Sequence& s, int32_t budget, int32_t& scheduled) {
     (void)bm.grow(s.table, s.computed + chunk, s.index);
     scheduled = chunk;
     s.state = SequenceState::kRunning;
+    report_admit(s, s.computed);
     return true;
 }
 
@@ -330,6 +342,7 @@ void Scheduler::fork_children(Sequence& parent, const float* logits) {
         c.counted_prefix = true;
         c.state = SequenceState::kRunning;
         running_.push_back(c.index);
+        report_admit(c, c.computed);
         std::vector<float> l = copy;
         append_token(c, c.sampler.sample(l.data()));
     }

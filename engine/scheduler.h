@@ -107,6 +107,7 @@ private:
     bool try_admit(Sequence& s, int32_t budget, int32_t& scheduled);
     bool try_swap_in(Sequence& s);
     void preempt(Sequence& s);
+    void report_admit(const Sequence& s, int32_t cached_tokens);
     void fork_children(Sequence& parent, const float* logits);
     void append_token(Sequence& s, int32_t token);
     void finish(Sequence& s, FinishReason why);

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "result.h"
+#include "probes/result.h"
 
 namespace kvscope {
 

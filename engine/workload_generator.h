@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "engine/request.h"
-#include "engine/result.h"
+#include "probes/result.h"
 
 namespace kvscope {
 

@@ -13,6 +13,7 @@ constexpr std::array<std::string_view, kNumEventKinds> kKindNames = {
     "request_reject", "block_alloc", "block_free", "block_share", "cow_copy",   "prefix_hit",
     "prefix_miss", "block_evict", "token_evict", "preempt",     "swap_out",       "swap_in",
     "attention_row", "token",     "kernel",      "hbm_sample",   "metric",         "block_hashed",
+    "request_admit",
 };
 }  // namespace
 

@@ -8,6 +8,7 @@
 //  step_end        -         -          running            waiting           swapped        -               step seconds   -
 //  phase           -         -          phase id (Phase)   -                 -              duration ns     -              -
 //  request_arrive  req       -          prompt tokens      max tokens        n samples      -               -              request id
+//  request_admit   req       -          tokens cached      resumed (0/1)     -              -               -              -
 //  request_finish  req       -          generated tokens   finish (Finish)   -              -               -              -
 //  request_reject  req       -          needed blocks      pool blocks       -              -               -              reason
 //  block_alloc     owner     block      logical index      -                 -              -               -              -
@@ -61,8 +62,9 @@ enum class EventKind : uint8_t {
     kHbmSample,
     kMetric,
     kBlockHashed,
+    kRequestAdmit,
 };
-constexpr int kNumEventKinds = static_cast<int>(EventKind::kBlockHashed) + 1;
+constexpr int kNumEventKinds = static_cast<int>(EventKind::kRequestAdmit) + 1;
 
 std::string_view event_kind_name(EventKind kind);
 // Inverse of event_kind_name; returns false for an unknown name.

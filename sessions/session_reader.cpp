@@ -1,0 +1,271 @@
+#include "sessions/session_reader.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "sessions/event_codec.h"
+#include "sessions/session_schema.h"
+#include "sessions/sqlite_util.h"
+
+namespace kvscope {
+
+struct SessionReader::Impl {
+    SqliteDb db;
+    SqliteStatement step_events;
+};
+
+SessionReader::SessionReader() : impl_(std::make_unique<Impl>()) {}
+SessionReader::~SessionReader() = default;
+
+namespace {
+constexpr const char* kRequiredTables[] = {"meta", "strings", "step", "keyframe", "attention"};
+
+// Migrations from older schema versions, applied to an in-memory copy when needed. Version 1
+// is the first; a v2 reader adds "1 -> 2" here.
+Status migrate(SqliteDb&, int32_t from) {
+    if (from == kSessionSchemaVersion) return {};
+    return Error{"no migration from session schema version " + std::to_string(from)};
+}
+}  // namespace
+
+Result<std::unique_ptr<SessionReader>> SessionReader::open(const std::string& path) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) return Error{path + ": no such session file"};
+    {
+        std::ifstream f(path, std::ios::binary);
+        char magic[16] = {};
+        f.read(magic, 16);
+        if (f.gcount() < 16 || std::string(magic, 15) != "SQLite format 3")
+            return Error{path + ": not a kvscope session (not an SQLite file)"};
+    }
+    std::unique_ptr<SessionReader> r(new SessionReader());
+    r->path_ = path;
+    auto db = SqliteDb::open(path, SQLITE_OPEN_READONLY);
+    if (!db) return db.error();
+    r->impl_->db = std::move(db).value();
+    SqliteDb& d = r->impl_->db;
+    Status err;
+
+    auto version = d.prepare("PRAGMA user_version");
+    if (!version) return Error{path + ": not a readable SQLite database (corrupt or truncated?)"};
+    if (!version->next(err)) return Error{path + ": corrupt database: " + (err.ok() ? "no version" : err.error().message)};
+    r->schema_version_ = static_cast<int32_t>(version->column_int(0));
+    for (const char* table : kRequiredTables) {
+        auto q = d.prepare(std::string("SELECT 1 FROM sqlite_master WHERE type='table' AND name='") + table + "'");
+        if (!q) return Error{path + ": corrupt database (cannot read its table list)"};
+        if (!q->next(err)) {
+            if (!err.ok()) return Error{path + ": corrupt database: " + err.error().message};
+            if (r->schema_version_ == 0 && std::string(table) == "meta")
+                return Error{path + ": not a kvscope session (an SQLite file without kvscope tables)"};
+            return Error{path + ": session is missing its '" + table + "' table"};
+        }
+    }
+    auto meta = d.prepare("SELECT key, value FROM meta");
+    if (!meta) return meta.error();
+    std::string format, run_json;
+    while (meta->next(err)) {
+        std::string k = meta->column_text(0);
+        if (k == "format") format = meta->column_text(1);
+        if (k == "run") run_json = meta->column_text(1);
+    }
+    if (!err.ok()) return Error{path + ": corrupt database: " + err.error().message};
+    if (format != kSessionFormat) return Error{path + ": not a kvscope session (meta.format is '" + format + "')"};
+    if (r->schema_version_ > kSessionSchemaVersion)
+        return Error{path + ": session schema version " + std::to_string(r->schema_version_) +
+                     " is newer than this kvscope understands (" + std::to_string(kSessionSchemaVersion) +
+                     "); open it with a newer kvscope"};
+    if (r->schema_version_ < 1) return Error{path + ": session has no schema version (corrupt?)"};
+    if (Status s = migrate(d, r->schema_version_); !s) return Error{path + ": " + s.error().message};
+
+    nlohmann::json run = nlohmann::json::parse(run_json, nullptr, false);
+    if (run.is_discarded() || !run.is_object()) return Error{path + ": session run info is not valid JSON"};
+    try {
+        RunInfo& i = r->info_;
+        i.num_blocks = run.at("num_blocks").get<int32_t>();
+        i.block_size = run.at("block_size").get<int32_t>();
+        i.allocator = run.value("allocator", "paged");
+        i.model = run.value("model", "");
+        i.backend = run.value("backend", "cpu");
+        i.n_layers = run.value("n_layers", 0);
+        i.n_heads = run.value("n_heads", 0);
+        i.n_kv_heads = run.value("n_kv_heads", 0);
+        i.head_dim = run.value("head_dim", 0);
+        i.vocab_size = run.value("vocab_size", 0);
+        i.options_json = run.value("options", "");
+        if (i.num_blocks < 0 || i.num_blocks > (1 << 26) || i.block_size <= 0 || i.block_size > 65536)
+            return Error{path + ": session run info has absurd pool dimensions"};
+    } catch (const std::exception& e) {
+        return Error{path + ": session run info is incomplete: " + e.what()};
+    }
+
+    auto strings = d.prepare("SELECT id, text FROM strings ORDER BY id");
+    if (!strings) return strings.error();
+    r->strings_.assign(1, std::string());
+    while (strings->next(err)) {
+        auto id = strings->column_int(0);
+        if (id != static_cast<int64_t>(r->strings_.size())) return Error{path + ": session string table has gaps"};
+        r->strings_.push_back(strings->column_text(1));
+    }
+    if (!err.ok()) return Error{path + ": corrupt database: " + err.error().message};
+
+    auto steps = d.prepare(
+        "SELECT step, first_seq, last_seq, t_begin_ns, t_end_ns, n_events, running, waiting, swapped, "
+        "prefill_tokens, decode_tokens, blocks_used, blocks_cached, fragmentation, internal_fragmentation, "
+        "external_fragmentation, utilization, prefix_hit_rate, step_seconds, schedule_ns, prefill_ns, "
+        "decode_ns, attention_ns, mlp_ns, sample_ns FROM step ORDER BY step");
+    if (!steps) return Error{path + ": session 'step' table has the wrong columns"};
+    while (steps->next(err)) {
+        StepSummary s;
+        int c = 0;
+        s.step = steps->column_int(c++);
+        s.first_seq = static_cast<uint64_t>(steps->column_int(c++));
+        s.last_seq = static_cast<uint64_t>(steps->column_int(c++));
+        s.t_begin_ns = steps->column_int(c++);
+        s.t_end_ns = steps->column_int(c++);
+        s.n_events = static_cast<int32_t>(steps->column_int(c++));
+        s.running = static_cast<int32_t>(steps->column_int(c++));
+        s.waiting = static_cast<int32_t>(steps->column_int(c++));
+        s.swapped = static_cast<int32_t>(steps->column_int(c++));
+        s.prefill_tokens = static_cast<int32_t>(steps->column_int(c++));
+        s.decode_tokens = static_cast<int32_t>(steps->column_int(c++));
+        s.blocks_used = static_cast<int32_t>(steps->column_int(c++));
+        s.blocks_cached = static_cast<int32_t>(steps->column_int(c++));
+        s.fragmentation = steps->column_double(c++);
+        s.internal_fragmentation = steps->column_double(c++);
+        s.external_fragmentation = steps->column_double(c++);
+        s.utilization = steps->column_double(c++);
+        s.prefix_hit_rate = steps->column_double(c++);
+        s.step_seconds = steps->column_double(c++);
+        for (int64_t& ns : s.phase_ns) ns = steps->column_int(c++);
+        r->steps_.push_back(s);
+    }
+    if (!err.ok()) return Error{path + ": corrupt database: " + err.error().message};
+
+    auto kf = d.prepare("SELECT step, seq FROM keyframe ORDER BY step");
+    if (!kf) return kf.error();
+    while (kf->next(err)) r->keyframes_.emplace_back(kf->column_int(0), static_cast<uint64_t>(kf->column_int(1)));
+    if (!err.ok()) return Error{path + ": corrupt database: " + err.error().message};
+
+    auto ev = d.prepare("SELECT step, events FROM step WHERE step > ? AND step <= ? ORDER BY step");
+    if (!ev) return ev.error();
+    r->impl_->step_events = std::move(ev).value();
+    return r;
+}
+
+Status SessionReader::apply_steps(TimelineState& state, int64_t after, int64_t up_to) {
+    auto& q = impl_->step_events;
+    q.reset();
+    q.bind_int(1, after);
+    q.bind_int(2, up_to);
+    Status err;
+    std::vector<Event> events;
+    while (q.next(err)) {
+        int64_t step = q.column_int(0);
+        size_t n = 0;
+        const uint8_t* blob = q.column_blob(1, n);
+        events.clear();
+        std::string msg;
+        if (!decode_events(blob, n, 0, step, strings_, events, msg))
+            return Error{path_ + ": step " + std::to_string(step) + ": " + msg};
+        for (const Event& e : events) state.apply(e);
+        state.step = std::max(state.step, step);
+    }
+    q.reset();
+    if (!err.ok()) return Error{path_ + ": corrupt database: " + err.error().message};
+    return {};
+}
+
+Result<const TimelineState*> SessionReader::state_at(int64_t step) {
+    step = std::clamp<int64_t>(step, -1, std::max<int64_t>(last_step(), -1));
+    // The keyframe at or before `step`.
+    auto kf = std::upper_bound(keyframes_.begin(), keyframes_.end(), std::make_pair(step, UINT64_MAX));
+    int64_t kf_step = kf == keyframes_.begin() ? -1 : std::prev(kf)->first;
+    bool continue_cursor = cursor_ && cursor_->step <= step && cursor_->step >= kf_step;
+    if (cursor_ && cursor_->step == step) return &*cursor_;
+    if (!continue_cursor) {
+        if (kf_step < 0) {
+            cursor_.emplace(info_);
+        } else {
+            auto blob = keyframe_blob(kf_step);
+            if (!blob) return blob.error();
+            std::string msg;
+            auto s = TimelineState::deserialize(blob.value(), msg);
+            if (!s) return Error{path_ + ": keyframe at step " + std::to_string(kf_step) + ": " + msg};
+            if (static_cast<int32_t>(s->blocks.size()) != info_.num_blocks)
+                return Error{path_ + ": keyframe at step " + std::to_string(kf_step) + " does not match the pool size"};
+            s->info = info_;
+            cursor_ = std::move(*s);
+        }
+    }
+    if (Status s = apply_steps(*cursor_, cursor_->step, step); !s) {
+        cursor_.reset();
+        return s.error();
+    }
+    cursor_->step = step;
+    return &*cursor_;
+}
+
+Result<std::vector<uint8_t>> SessionReader::keyframe_blob(int64_t step) {
+    auto q = impl_->db.prepare("SELECT state FROM keyframe WHERE step = ?");
+    if (!q) return q.error();
+    q->bind_int(1, step);
+    Status err;
+    if (!q->next(err)) return Error{path_ + ": keyframe at step " + std::to_string(step) + " is missing"};
+    size_t n = 0;
+    const uint8_t* p = q->column_blob(0, n);
+    return std::vector<uint8_t>(p, p + n);
+}
+
+Result<std::vector<Event>> SessionReader::events(int64_t first, int64_t last, const std::vector<EventKind>& kinds) {
+    auto q = impl_->db.prepare("SELECT step, events FROM step WHERE step >= ? AND step <= ? ORDER BY step");
+    if (!q) return q.error();
+    q->bind_int(1, first);
+    q->bind_int(2, last);
+    Status err;
+    std::vector<Event> out, step_events;
+    while (q->next(err)) {
+        size_t n = 0;
+        int64_t step = q->column_int(0);
+        const uint8_t* blob = q->column_blob(1, n);
+        step_events.clear();
+        std::string msg;
+        if (!decode_events(blob, n, 0, step, strings_, step_events, msg))
+            return Error{path_ + ": step " + std::to_string(step) + ": " + msg};
+        for (Event& e : step_events)
+            if (kinds.empty() || std::find(kinds.begin(), kinds.end(), e.kind) != kinds.end()) out.push_back(std::move(e));
+    }
+    if (!err.ok()) return Error{path_ + ": corrupt database: " + err.error().message};
+    return out;
+}
+
+Result<std::vector<AttentionRow>> SessionReader::attention(int32_t request, int32_t layer, int32_t head,
+                                                           int64_t up_to_step) {
+    auto q = impl_->db.prepare(
+        "SELECT step, qpos, probs FROM attention WHERE request = ? AND layer = ? AND head = ? AND step <= ? "
+        "ORDER BY qpos");
+    if (!q) return q.error();
+    q->bind_int(1, request);
+    q->bind_int(2, layer);
+    q->bind_int(3, head);
+    q->bind_int(4, up_to_step);
+    Status err;
+    std::vector<AttentionRow> out;
+    while (q->next(err)) {
+        AttentionRow r;
+        r.step = q->column_int(0);
+        r.request = request;
+        r.layer = layer;
+        r.head = head;
+        r.query_pos = static_cast<int32_t>(q->column_int(1));
+        size_t n = 0;
+        const uint8_t* p = q->column_blob(2, n);
+        r.probs.assign(p, p + n);
+        out.push_back(std::move(r));
+    }
+    if (!err.ok()) return Error{path_ + ": corrupt database: " + err.error().message};
+    return out;
+}
+
+}  // namespace kvscope

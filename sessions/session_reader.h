@@ -1,0 +1,66 @@
+#pragma once
+// Opens a `.kvs` session read-only and answers "what was the state at step N" quickly however
+// long the run: it loads the per-step scalars and the keyframe index once, then each seek
+// decodes the nearest keyframe at or before N and replays the steps after it (or continues
+// from the previous seek when scrubbing forward).
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "probes/result.h"
+#include "sessions/step_summary.h"
+#include "sessions/timeline_state.h"
+
+namespace kvscope {
+
+struct AttentionRow {
+    int64_t step = 0;
+    int32_t request = 0, layer = 0, head = 0, query_pos = 0;
+    std::vector<uint8_t> probs;  // u8, 255 = 1.0, one per key position
+};
+
+class SessionReader {
+public:
+    // Refuses files that are not sessions, newer schema versions, and missing tables, with a
+    // message saying which.
+    static Result<std::unique_ptr<SessionReader>> open(const std::string& path);
+    ~SessionReader();
+
+    const std::string& path() const { return path_; }
+    const RunInfo& info() const { return info_; }
+    int32_t schema_version() const { return schema_version_; }
+    // Steps that have events, in order.
+    const std::vector<StepSummary>& steps() const { return steps_; }
+    int64_t first_step() const { return steps_.empty() ? 0 : steps_.front().step; }
+    int64_t last_step() const { return steps_.empty() ? -1 : steps_.back().step; }
+
+    // State at the end of `step` (clamped into the run). Errors for corrupt data.
+    Result<const TimelineState*> state_at(int64_t step);
+    // Events of the steps in [first, last], of the given kinds (all kinds when empty).
+    Result<std::vector<Event>> events(int64_t first, int64_t last, const std::vector<EventKind>& kinds = {});
+    // Captured attention rows of one request / layer / head, up to `step`.
+    Result<std::vector<AttentionRow>> attention(int32_t request, int32_t layer, int32_t head, int64_t up_to_step);
+    // Keyframes as (step, seq) pairs.
+    const std::vector<std::pair<int64_t, uint64_t>>& keyframes() const { return keyframes_; }
+    Result<std::vector<uint8_t>> keyframe_blob(int64_t step);
+    const std::vector<std::string>& strings() const { return strings_; }
+
+private:
+    struct Impl;
+    SessionReader();
+    Status apply_steps(TimelineState& state, int64_t after, int64_t up_to);
+
+    std::unique_ptr<Impl> impl_;
+    std::string path_;
+    RunInfo info_;
+    int32_t schema_version_ = 0;
+    std::vector<StepSummary> steps_;
+    std::vector<std::pair<int64_t, uint64_t>> keyframes_;
+    std::vector<std::string> strings_;
+    std::optional<TimelineState> cursor_;
+};
+
+}  // namespace kvscope

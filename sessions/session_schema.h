@@ -1,0 +1,44 @@
+#pragma once
+// The `.kvs` session file: SQLite, WAL journal, PRAGMA user_version = schema version.
+//
+// [SECTION] Tables (schema v1, one run per file)
+//   meta(key TEXT PRIMARY KEY, value TEXT)       format, kvscope version, run info (JSON)...
+//   strings(id INTEGER PRIMARY KEY, text TEXT)   interned event texts (metric names, pieces)
+//   step(step INTEGER PRIMARY KEY, first_seq, last_seq, t_begin_ns, t_end_ns, n_events,
+//        running, waiting, swapped, prefill_tokens, decode_tokens, blocks_used, blocks_cached,
+//        fragmentation, internal_fragmentation, external_fragmentation, utilization,
+//        prefix_hit_rate, step_seconds, schedule_ns .. sample_ns (phases), events BLOB)
+//        One row per engine step: the scalars every plot needs, and the step's events packed
+//        by event_codec.h. Its primary key is the (run, step) index of the design.
+//   keyframe(step INTEGER PRIMARY KEY, seq INTEGER, state BLOB)
+//        TimelineState at the end of `step` (CBOR), written whenever enough events have
+//        passed since the previous one, so a seek replays a bounded number of events.
+//   attention(id INTEGER PRIMARY KEY, step, request, layer, head, qpos, format, probs BLOB)
+//        captured attention rows (format 1: u8 probabilities, 255 = 1.0).
+
+#include <cstdint>
+
+namespace kvscope {
+
+constexpr int32_t kSessionSchemaVersion = 1;
+constexpr const char* kSessionFormat = "kvscope-session";
+
+constexpr const char* kSessionSchemaSql = R"sql(
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE strings(id INTEGER PRIMARY KEY, text TEXT NOT NULL);
+CREATE TABLE step(
+  step INTEGER PRIMARY KEY, first_seq INTEGER NOT NULL, last_seq INTEGER NOT NULL,
+  t_begin_ns INTEGER, t_end_ns INTEGER, n_events INTEGER NOT NULL,
+  running INTEGER, waiting INTEGER, swapped INTEGER, prefill_tokens INTEGER, decode_tokens INTEGER,
+  blocks_used INTEGER, blocks_cached INTEGER, fragmentation REAL, internal_fragmentation REAL,
+  external_fragmentation REAL, utilization REAL, prefix_hit_rate REAL, step_seconds REAL,
+  schedule_ns INTEGER, prefill_ns INTEGER, decode_ns INTEGER, attention_ns INTEGER, mlp_ns INTEGER,
+  sample_ns INTEGER, events BLOB NOT NULL);
+CREATE TABLE keyframe(step INTEGER PRIMARY KEY, seq INTEGER NOT NULL, state BLOB NOT NULL);
+CREATE TABLE attention(
+  id INTEGER PRIMARY KEY, step INTEGER NOT NULL, request INTEGER NOT NULL, layer INTEGER NOT NULL,
+  head INTEGER NOT NULL, qpos INTEGER NOT NULL, format INTEGER NOT NULL, probs BLOB NOT NULL);
+CREATE INDEX attention_by_row ON attention(request, layer, head, qpos);
+)sql";
+
+}  // namespace kvscope

@@ -1,0 +1,75 @@
+#pragma once
+// The state of a run at one step, rebuilt from events alone: the block pool, every request's
+// block table and tokens, the latest metrics. The live view and replay both build it with
+// apply(), event by event, so they cannot disagree. Keyframes are this struct serialized.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "probes/event.h"
+
+namespace kvscope {
+
+struct RunInfo {
+    int32_t num_blocks = 0;
+    int32_t block_size = 16;
+    std::string allocator = "paged";  // or "contiguous"
+    std::string model;
+    std::string backend = "cpu";
+    int32_t n_layers = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, vocab_size = 0;
+    std::string options_json;  // everything else the run was configured with
+};
+
+struct BlockState {
+    int32_t refcount = 0;
+    std::vector<int32_t> owners;  // request indices, one entry per table holding it
+    std::optional<uint64_t> hash;  // full block registered in the prefix cache
+    int64_t alloc_step = -1;
+    int32_t alloc_owner = -1;
+    bool free() const { return refcount == 0; }
+    bool cached() const { return refcount == 0 && hash.has_value(); }
+};
+
+enum class RequestPhase : uint8_t { kWaiting, kRunning, kSwapped, kFinished, kRejected };
+const char* request_phase_name(RequestPhase p);
+
+struct RequestState {
+    int32_t index = -1;
+    std::string name;
+    RequestPhase phase = RequestPhase::kWaiting;
+    int32_t prompt_len = 0;
+    int32_t max_tokens = 0;
+    std::vector<int32_t> block_table;  // logical -> physical; -1 for a hole
+    std::vector<int32_t> token_ids;    // prompt, then generated
+    std::vector<std::string> token_text;
+    int32_t preemptions = 0;
+    int64_t arrival_step = 0;
+    int64_t finish_step = -1;
+    int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
+};
+
+struct TimelineState {
+    RunInfo info;
+    int64_t step = -1;  // last step whose events were applied
+    uint64_t last_seq_no = 0;
+    std::vector<BlockState> blocks;
+    std::map<int32_t, RequestState> requests;
+    std::map<std::string, double> metrics;
+
+    explicit TimelineState(const RunInfo& run_info = {});
+    void apply(const Event& e);
+
+    int32_t blocks_used() const;
+    int32_t blocks_cached() const;
+
+    // Compact binary form for keyframes (CBOR).
+    std::vector<uint8_t> serialize() const;
+    static std::optional<TimelineState> deserialize(const std::vector<uint8_t>& bytes, std::string& error);
+
+    bool operator==(const TimelineState& other) const;
+};
+
+}  // namespace kvscope
