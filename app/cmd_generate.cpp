@@ -6,6 +6,7 @@
 #include "app/commands.h"
 #include "app/model_paths.h"
 #include "app/prompt_tokens.h"
+#include "app/recording.h"
 #include "engine/engine.h"
 #include "engine/generate.h"
 #include "engine/model_loader.h"
@@ -24,6 +25,7 @@ struct GenerateOptions {
     bool print_ids = false;
     int32_t block_size = 16;
     int32_t threads = 0;
+    std::string record;
 };
 
 int run_generate(const GenerateOptions& o) {
@@ -45,6 +47,12 @@ int run_generate(const GenerateOptions& o) {
     req.max_tokens = o.max_tokens;
     req.sampling = {o.temperature, o.top_p, o.seed};
 
+    std::unique_ptr<Recorder> recorder;
+    if (!o.record.empty()) {
+        auto rec = start_recording(o.record, **engine, "paged", "{}");
+        if (!rec) return fail(rec.error().message);
+        recorder = std::move(rec).value();
+    }
     const Tokenizer* tok = model->tokenizer.get();
     if (!o.print_ids && !tok)
         std::fprintf(stderr, "note: %s has no tokenizer; printing token ids\n", o.model.c_str());
@@ -62,6 +70,7 @@ int run_generate(const GenerateOptions& o) {
     auto stats = generate(**engine, req, on_token);
     std::printf("\n");
     if (!stats) return fail(stats.error().message);
+    if (recorder && finish_recording(recorder, **engine) != 0) return 1;
     const GenerateStats& s = stats.value();
     double decode_tps = s.generated_tokens > 1 && s.decode_seconds > 0
                             ? (s.generated_tokens - 1) / s.decode_seconds
@@ -96,6 +105,7 @@ Command register_generate(CLI::App& cli) {
         ->check(CLI::Range(1, 4096))->capture_default_str();
     sub->add_option("--threads", o->threads, "Worker threads (0 = all cores)")
         ->check(CLI::Range(0, 1024))->capture_default_str();
+    sub->add_option("--record", o->record, "Record the run to a session file (.kvs)");
     sub->get_option("--prompt")->excludes("--prompt-ids");
     return {sub, [o] { return run_generate(*o); }};
 }

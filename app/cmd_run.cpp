@@ -6,6 +6,7 @@
 
 #include "app/commands.h"
 #include "app/model_paths.h"
+#include "app/recording.h"
 #include "app/serving_flags.h"
 #include "engine/model_loader.h"
 #include "engine/scheduler.h"
@@ -47,7 +48,6 @@ nlohmann::json summary_to_json(const ServingSummary& s) {
 }
 
 int run_serving(const RunOptions& o) {
-    if (!o.record.empty()) return fail("--record is not available yet (session recording comes with the sessions work)");
     auto loaded = load_model(o.model);
     if (!loaded) return fail(loaded.error().message);
     auto model = std::make_shared<const LoadedModel>(std::move(loaded).value());
@@ -55,8 +55,15 @@ int run_serving(const RunOptions& o) {
     if (!requests) return fail(requests.error().message);
     auto engine = Engine::create(model, o.serving.engine_options());
     if (!engine) return fail(engine.error().message);
+    std::unique_ptr<Recorder> recorder;
+    if (!o.record.empty()) {
+        auto rec = start_recording(o.record, **engine, o.serving.allocator, o.serving.to_json());
+        if (!rec) return fail(rec.error().message);
+        recorder = std::move(rec).value();
+    }
     Scheduler scheduler(**engine, o.serving.serving_options(), std::move(requests).value());
     ServingSummary s = scheduler.run_to_completion();
+    if (recorder && finish_recording(recorder, **engine) != 0) return 1;
 
     std::fprintf(stderr,
                  "kvscope run: %s, %s allocator, %d blocks of %d tokens, prefix cache %s, preempt by %s\n",

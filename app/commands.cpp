@@ -13,7 +13,8 @@ int fail(const std::string& message) {
 int run_cli(int argc, char** argv) {
     CLI::App cli{"kvscope: see what an LLM does with its KV cache"};
     cli.require_subcommand(1);
-    std::vector<Command> commands = {register_generate(cli), register_run(cli), register_workload(cli)};
+    std::vector<Command> commands = {register_generate(cli), register_run(cli),     register_workload(cli),
+                                     register_inspect(cli),  register_check(cli),   register_export(cli)};
     try {
         cli.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

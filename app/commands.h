@@ -22,6 +22,9 @@ struct Command {
 Command register_generate(CLI::App& cli);
 Command register_workload(CLI::App& cli);
 Command register_run(CLI::App& cli);
+Command register_inspect(CLI::App& cli);
+Command register_check(CLI::App& cli);
+Command register_export(CLI::App& cli);
 
 // Prints "kvscope: error: <message>" on stderr and returns 1.
 int fail(const std::string& message);

@@ -1,5 +1,7 @@
 #include "app/serving_flags.h"
 
+#include <nlohmann/json.hpp>
+
 namespace kvscope::app {
 
 EngineOptions ServingFlags::engine_options() const {
@@ -19,6 +21,14 @@ ServingOptions ServingFlags::serving_options() const {
     s.preempt = preempt == "swap" ? PreemptMode::kSwap : PreemptMode::kRecompute;
     s.swap_blocks = swap_blocks;
     return s;
+}
+
+std::string ServingFlags::to_json() const {
+    return nlohmann::json{{"num_blocks", num_blocks},   {"block_size", block_size},
+                          {"max_batch_tokens", max_batch_tokens}, {"max_running", max_running},
+                          {"allocator", allocator},     {"prefix_cache", prefix_cache},
+                          {"preempt", preempt},         {"swap_blocks", swap_blocks}}
+        .dump();
 }
 
 void add_serving_flags(CLI::App& sub, ServingFlags& f) {

@@ -23,6 +23,7 @@ struct ServingFlags {
 
     EngineOptions engine_options() const;
     ServingOptions serving_options() const;
+    std::string to_json() const;  // recorded with sessions
 };
 
 void add_serving_flags(CLI::App& sub, ServingFlags& flags);

@@ -1,0 +1,48 @@
+#include "app/recording.h"
+
+#include <cstdio>
+#include <filesystem>
+
+#include "app/commands.h"
+
+namespace kvscope::app {
+
+RunInfo run_info_for(const Engine& engine, const std::string& allocator, const std::string& options_json) {
+    const ModelConfig& c = engine.config();
+    RunInfo info;
+    info.num_blocks = engine.options().num_blocks;
+    info.block_size = engine.options().block_size;
+    info.allocator = allocator;
+    info.model = engine.model().path;
+    info.backend = "cpu";
+    info.n_layers = c.n_layers;
+    info.n_heads = c.n_heads;
+    info.n_kv_heads = c.n_kv_heads;
+    info.head_dim = c.head_dim;
+    info.vocab_size = c.vocab_size;
+    info.options_json = options_json;
+    return info;
+}
+
+Result<std::unique_ptr<Recorder>> start_recording(const std::string& path, Engine& engine,
+                                                  const std::string& allocator, const std::string& options_json) {
+    auto rec = Recorder::create(path, run_info_for(engine, allocator, options_json));
+    if (!rec) return rec.error();
+    engine.reporter().probe = rec->get();
+    return rec;
+}
+
+int finish_recording(std::unique_ptr<Recorder>& recorder, Engine& engine) {
+    engine.reporter().probe = nullptr;
+    Status s = recorder->close();
+    if (!s) return fail("recording failed: " + s.error().message);
+    std::error_code ec;
+    auto bytes = std::filesystem::file_size(recorder->path(), ec);
+    std::fprintf(stderr, "kvscope: recorded %llu events to %s (%.1f KiB, %.1f bytes/event)\n",
+                 static_cast<unsigned long long>(recorder->events_written()), recorder->path().c_str(),
+                 static_cast<double>(bytes) / 1024.0,
+                 recorder->events_written() ? static_cast<double>(bytes) / static_cast<double>(recorder->events_written()) : 0.0);
+    return 0;
+}
+
+}  // namespace kvscope::app

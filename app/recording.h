@@ -1,0 +1,21 @@
+#pragma once
+// Starts recording an engine's events to a session file (`--record FILE.kvs`).
+
+#include <memory>
+#include <string>
+
+#include "engine/engine.h"
+#include "sessions/recorder.h"
+
+namespace kvscope::app {
+
+RunInfo run_info_for(const Engine& engine, const std::string& allocator, const std::string& options_json);
+
+// Creates the recorder and attaches it as the engine's probe.
+Result<std::unique_ptr<Recorder>> start_recording(const std::string& path, Engine& engine,
+                                                  const std::string& allocator, const std::string& options_json);
+
+// Flushes and closes; prints where the session went (stderr). Returns 0, or 1 with a message.
+int finish_recording(std::unique_ptr<Recorder>& recorder, Engine& engine);
+
+}  // namespace kvscope::app
