@@ -113,33 +113,48 @@ void CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
 void CpuForward::attention(const ForwardBatch& batch, int layer) {
     const ModelConfig& c = config_;
     const int n = static_cast<int>(batch.tokens.size());
-    const int hd = c.head_dim, group = c.group_size(), bs = kv_.block_size();
+    const int hd = c.head_dim, group = c.group_size(), bs = kv_.block_size(), kv_dim = c.kv_dim();
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     int max_pos = 0;
     for (int32_t p : row_pos_) max_pos = std::max(max_pos, p);
     int64_t cost = static_cast<int64_t>(n) * c.n_heads * (max_pos + 1) * hd * 2;
 
-    pool_.parallel_for(static_cast<int64_t>(n) * c.n_heads, cost, [&](int64_t begin, int64_t end) {
-        std::vector<float> scores(static_cast<size_t>(max_pos) + 1);
+    // One task per (row, KV head): the query heads that share a KV head read each key and
+    // value once. Keys are visited block by block, so each block's slots are contiguous.
+    pool_.parallel_for(static_cast<int64_t>(n) * c.n_kv_heads, cost, [&](int64_t begin, int64_t end) {
+        std::vector<float> scores(static_cast<size_t>(group) * static_cast<size_t>(max_pos + 1));
         for (int64_t task = begin; task < end; ++task) {
-            auto r = static_cast<size_t>(task / c.n_heads);
-            int h = static_cast<int>(task % c.n_heads);
-            int pos = row_pos_[r];
+            auto r = static_cast<size_t>(task / c.n_kv_heads);
+            const int kvh = static_cast<int>(task % c.n_kv_heads);
+            const int pos = row_pos_[r];
+            const int len = pos + 1;
             const BlockTable& table = *batch.chunks[static_cast<size_t>(row_chunk_[r])].table;
-            const float* q = &q_[r * c.q_dim() + static_cast<size_t>(h) * hd];
-            const int kv_off = (h / group) * hd;
-            for (int t = 0; t <= pos; ++t) {
-                BlockId b = table.blocks[static_cast<size_t>(t / bs)];
-                scores[static_cast<size_t>(t)] = dot(q, kv_.key(layer, b, t % bs) + kv_off, hd) * scale;
+            const float* q0 = &q_[r * c.q_dim() + static_cast<size_t>(kvh * group) * hd];
+            const int kv_off = kvh * hd;
+            for (int t0 = 0, blk = 0; t0 < len; t0 += bs, ++blk) {
+                const float* kb = kv_.key(layer, table.blocks[static_cast<size_t>(blk)], 0) + kv_off;
+                const int span = std::min(bs, len - t0);
+                for (int g = 0; g < group; ++g) {
+                    float* sg = &scores[static_cast<size_t>(g) * len + t0];
+                    const float* q = q0 + g * hd;
+                    for (int s = 0; s < span; ++s) sg[s] = dot(q, kb + static_cast<size_t>(s) * kv_dim, hd) * scale;
+                }
             }
-            softmax(scores.data(), pos + 1);
-            float* out = &att_[r * c.q_dim() + static_cast<size_t>(h) * hd];
-            std::fill(out, out + hd, 0.0f);
-            for (int t = 0; t <= pos; ++t) {
-                BlockId b = table.blocks[static_cast<size_t>(t / bs)];
-                const float* v = kv_.value(layer, b, t % bs) + kv_off;
-                float a = scores[static_cast<size_t>(t)];
-                for (int i = 0; i < hd; ++i) out[i] += a * v[i];
+            for (int g = 0; g < group; ++g) softmax(&scores[static_cast<size_t>(g) * len], len);
+            float* out0 = &att_[r * c.q_dim() + static_cast<size_t>(kvh * group) * hd];
+            std::fill(out0, out0 + static_cast<size_t>(group) * hd, 0.0f);
+            for (int t0 = 0, blk = 0; t0 < len; t0 += bs, ++blk) {
+                const float* vb = kv_.value(layer, table.blocks[static_cast<size_t>(blk)], 0) + kv_off;
+                const int span = std::min(bs, len - t0);
+                for (int g = 0; g < group; ++g) {
+                    const float* pg = &scores[static_cast<size_t>(g) * len + t0];
+                    float* out = out0 + g * hd;
+                    for (int s = 0; s < span; ++s) {
+                        const float* v = vb + static_cast<size_t>(s) * kv_dim;
+                        const float a = pg[s];
+                        for (int i = 0; i < hd; ++i) out[i] += a * v[i];
+                    }
+                }
             }
         }
     });

@@ -7,33 +7,6 @@
 
 namespace kvscope {
 
-namespace {
-// Eight lanes of partial sums: one AVX register on x86-64, two SSE ones elsewhere.
-typedef float Lanes __attribute__((vector_size(32)));
-
-inline Lanes load(const float* p) {
-    Lanes v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-}
-inline float reduce(Lanes a, const float* x, const float* y, int tail_begin, int n) {
-    float sum = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-    for (int i = tail_begin; i < n; ++i) sum += x[i] * y[i];
-    return sum;
-}
-}  // namespace
-
-// Every output element, whichever path computes it, is summed in exactly this order: lane
-// j accumulates elements j, j+8, j+16... then the lanes are folded pairwise and the tail is
-// added. That makes results independent of batch size and thread count, so a request's tokens
-// do not depend on what else was scheduled with it (the property the scheduler tests check).
-float dot(const float* a, const float* b, int n) {
-    Lanes acc = {};
-    int i = 0;
-    for (; i + 8 <= n; i += 8) acc += load(a + i) * load(b + i);
-    return reduce(acc, a, b, i, n);
-}
-
 void matmul(ThreadPool& pool, const float* x, int n_rows, const Matrix& w, float* out) {
     const int k = w.cols;
     const int k8 = k / 8 * 8;
@@ -52,8 +25,8 @@ void matmul(ThreadPool& pool, const float* x, int n_rows, const Matrix& w, float
                 const float* w1 = w0 + k;
                 Lanes a00 = {}, a01 = {}, a10 = {}, a11 = {}, a20 = {}, a21 = {}, a30 = {}, a31 = {};
                 for (int i = 0; i < k8; i += 8) {
-                    Lanes vw0 = load(w0 + i), vw1 = load(w1 + i);
-                    Lanes v0 = load(x0 + i), v1 = load(x1 + i), v2 = load(x2 + i), v3 = load(x3 + i);
+                    Lanes vw0 = load_lanes(w0 + i), vw1 = load_lanes(w1 + i);
+                    Lanes v0 = load_lanes(x0 + i), v1 = load_lanes(x1 + i), v2 = load_lanes(x2 + i), v3 = load_lanes(x3 + i);
                     a00 += vw0 * v0;
                     a01 += vw1 * v0;
                     a10 += vw0 * v1;
@@ -64,14 +37,14 @@ void matmul(ThreadPool& pool, const float* x, int n_rows, const Matrix& w, float
                     a31 += vw1 * v3;
                 }
                 float* out0 = out + static_cast<int64_t>(r) * w.rows;
-                out0[o] = reduce(a00, w0, x0, k8, k);
-                out0[o + 1] = reduce(a01, w1, x0, k8, k);
-                out0[w.rows + o] = reduce(a10, w0, x1, k8, k);
-                out0[w.rows + o + 1] = reduce(a11, w1, x1, k8, k);
-                out0[2 * w.rows + o] = reduce(a20, w0, x2, k8, k);
-                out0[2 * w.rows + o + 1] = reduce(a21, w1, x2, k8, k);
-                out0[3 * w.rows + o] = reduce(a30, w0, x3, k8, k);
-                out0[3 * w.rows + o + 1] = reduce(a31, w1, x3, k8, k);
+                out0[o] = reduce_lanes(a00, w0, x0, k8, k);
+                out0[o + 1] = reduce_lanes(a01, w1, x0, k8, k);
+                out0[w.rows + o] = reduce_lanes(a10, w0, x1, k8, k);
+                out0[w.rows + o + 1] = reduce_lanes(a11, w1, x1, k8, k);
+                out0[2 * w.rows + o] = reduce_lanes(a20, w0, x2, k8, k);
+                out0[2 * w.rows + o + 1] = reduce_lanes(a21, w1, x2, k8, k);
+                out0[3 * w.rows + o] = reduce_lanes(a30, w0, x3, k8, k);
+                out0[3 * w.rows + o + 1] = reduce_lanes(a31, w1, x3, k8, k);
             }
             for (; o < end; ++o)
                 for (int j = 0; j < 4; ++j)

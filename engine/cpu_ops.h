@@ -2,6 +2,7 @@
 // fp32 kernels of the CPU backend. Each takes raw pointers; shapes are given explicitly.
 
 #include <cstdint>
+#include <cstring>
 
 #include "engine/model_config.h"
 #include "engine/model_weights.h"
@@ -10,7 +11,30 @@ namespace kvscope {
 
 class ThreadPool;
 
-float dot(const float* a, const float* b, int n);
+// Eight lanes of partial sums: one AVX register on x86-64, two SSE ones elsewhere.
+typedef float Lanes __attribute__((vector_size(32)));
+
+inline Lanes load_lanes(const float* p) {
+    Lanes v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+inline float reduce_lanes(Lanes a, const float* x, const float* y, int tail_begin, int n) {
+    float sum = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+    for (int i = tail_begin; i < n; ++i) sum += x[i] * y[i];
+    return sum;
+}
+
+// Every dot product in the engine, whichever path computes it, sums in exactly this order:
+// lane j accumulates elements j, j+8, j+16... then the lanes fold pairwise and the tail is
+// added. That makes results independent of batch size and thread count, so a request's tokens
+// do not depend on what else was scheduled with it (the property the scheduler tests check).
+inline float dot(const float* a, const float* b, int n) {
+    Lanes acc = {};
+    int i = 0;
+    for (; i + 8 <= n; i += 8) acc += load_lanes(a + i) * load_lanes(b + i);
+    return reduce_lanes(acc, a, b, i, n);
+}
 // out[r][o] = sum_i x[r][i] * w[o][i] for r < n_rows, o < w.rows; x is [n_rows][w.cols].
 void matmul(ThreadPool& pool, const float* x, int n_rows, const Matrix& w, float* out);
 // out = weight * x / sqrt(mean(x^2) + eps), over n values.
