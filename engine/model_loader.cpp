@@ -15,7 +15,13 @@ Result<LoadedModel> load_model(const std::string& path) {
         if (!f) return Error{path + ": cannot open the model file"};
         f.read(magic, 4);
     }
-    if (std::memcmp(magic, "GGUF", 4) != 0) return load_llama2c(path);
+    if (std::memcmp(magic, "GGUF", 4) != 0) {
+        auto m = load_llama2c(path);
+        if (!m && m.error().message.find("not a valid llama2.c checkpoint") != std::string::npos)
+            return Error{path + ": not a GGUF file (wrong magic) nor a llama2.c checkpoint (" +
+                         m.error().message.substr(m.error().message.find('(') + 1)};
+        return m;
+    }
     auto file = GgufFile::open(path);
     if (!file) return file.error();
     return model_from_gguf(std::make_shared<const GgufFile>(std::move(file).value()));
