@@ -39,7 +39,7 @@ public:
         std::vector<uint8_t> bytes;
         if (type == GgmlType::F32) {
             bytes.resize(values.size() * 4);
-            std::memcpy(bytes.data(), values.data(), bytes.size());
+            if (!values.empty()) std::memcpy(bytes.data(), values.data(), bytes.size());
         } else if (type == GgmlType::F16 || type == GgmlType::BF16) {
             for (float f : values) {
                 uint16_t h;
