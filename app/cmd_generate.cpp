@@ -7,6 +7,7 @@
 #include "app/model_paths.h"
 #include "app/prompt_tokens.h"
 #include "app/recording.h"
+#include "engine/attention_spec.h"
 #include "engine/engine.h"
 #include "engine/generate.h"
 #include "engine/model_loader.h"
@@ -26,6 +27,7 @@ struct GenerateOptions {
     int32_t block_size = 16;
     int32_t threads = 0;
     std::string record;
+    std::string capture_attention;
 };
 
 int run_generate(const GenerateOptions& o) {
@@ -46,6 +48,9 @@ int run_generate(const GenerateOptions& o) {
     req.prompt = prompt.value();
     req.max_tokens = o.max_tokens;
     req.sampling = {o.temperature, o.top_p, o.seed};
+    auto capture = parse_attention_spec(o.capture_attention, model->config);
+    if (!capture) return fail(capture.error().message);
+    req.capture_attention = capture.value();
 
     std::unique_ptr<Recorder> recorder;
     if (!o.record.empty()) {
@@ -106,6 +111,8 @@ Command register_generate(CLI::App& cli) {
     sub->add_option("--threads", o->threads, "Worker threads (0 = all cores)")
         ->check(CLI::Range(0, 1024))->capture_default_str();
     sub->add_option("--record", o->record, "Record the run to a session file (.kvs)");
+    sub->add_option("--capture-attention", o->capture_attention,
+                    "Record attention rows: all | none | LAYER:HEAD,... ('*' for any)");
     sub->get_option("--prompt")->excludes("--prompt-ids");
     return {sub, [o] { return run_generate(*o); }};
 }

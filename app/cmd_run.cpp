@@ -61,7 +61,9 @@ int run_serving(const RunOptions& o) {
         if (!rec) return fail(rec.error().message);
         recorder = std::move(rec).value();
     }
-    Scheduler scheduler(**engine, o.serving.serving_options(), std::move(requests).value());
+    auto serving = o.serving.serving_options(model->config);
+    if (!serving) return fail(serving.error().message);
+    Scheduler scheduler(**engine, serving.value(), std::move(requests).value());
     ServingSummary s = scheduler.run_to_completion();
     if (recorder && finish_recording(recorder, **engine) != 0) return 1;
 

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/attention_spec.h"
+
 namespace kvscope::app {
 
 EngineOptions ServingFlags::engine_options() const {
@@ -12,8 +14,11 @@ EngineOptions ServingFlags::engine_options() const {
     return e;
 }
 
-ServingOptions ServingFlags::serving_options() const {
+Result<ServingOptions> ServingFlags::serving_options(const ModelConfig& config) const {
     ServingOptions s;
+    auto capture = parse_attention_spec(capture_attention, config);
+    if (!capture) return capture.error();
+    s.capture_attention = capture.value();
     s.max_batch_tokens = max_batch_tokens;
     s.max_running = max_running;
     s.allocator = allocator == "contiguous" ? Allocator::kContiguous : Allocator::kPaged;
@@ -46,6 +51,8 @@ void add_serving_flags(CLI::App& sub, ServingFlags& f) {
         ->check(CLI::IsMember({"recompute", "swap"}))->capture_default_str();
     sub.add_option("--swap-blocks", f.swap_blocks, "Host swap pool in blocks (0 = as many as the device pool)")
         ->check(CLI::Range(0, 1 << 24))->capture_default_str();
+    sub.add_option("--capture-attention", f.capture_attention,
+                   "Record attention rows: all | none | LAYER:HEAD,... ('*' for any)")->capture_default_str();
     sub.add_option("--threads", f.threads, "Worker threads (0 = all cores)")->check(CLI::Range(0, 1024))->capture_default_str();
 }
 

@@ -20,9 +20,11 @@ struct ServingFlags {
     std::string preempt = "recompute";
     int32_t swap_blocks = 0;
     int32_t threads = 0;
+    std::string capture_attention = "none";
 
     EngineOptions engine_options() const;
-    ServingOptions serving_options() const;
+    // Needs the model to resolve --capture-attention.
+    Result<ServingOptions> serving_options(const ModelConfig& config) const;
     std::string to_json() const;  // recorded with sessions
 };
 

@@ -29,6 +29,7 @@ void add_bias(float* rows, int n_rows, const Vector& bias) {
 
 void CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
     const ModelConfig& c = config_;
+    if (capture_) capture_->rows.clear();
     const int n = static_cast<int>(batch.tokens.size());
     const auto N = static_cast<size_t>(n);
     x_.resize(N * c.dim);
@@ -140,7 +141,15 @@ void CpuForward::attention(const ForwardBatch& batch, int layer) {
                     for (int s = 0; s < span; ++s) sg[s] = dot(q, kb + static_cast<size_t>(s) * kv_dim, hd) * scale;
                 }
             }
-            for (int g = 0; g < group; ++g) softmax(&scores[static_cast<size_t>(g) * len], len);
+            for (int g = 0; g < group; ++g) {
+                float* probs = &scores[static_cast<size_t>(g) * len];
+                softmax(probs, len);
+                const int head = kvh * group + g;
+                if (capture_ && capture_->wanted[static_cast<size_t>(layer * c.n_heads + head)]) {
+                    std::lock_guard lock(capture_mutex_);
+                    capture_->rows.push_back({row_chunk_[r], pos, layer, head, std::vector<float>(probs, probs + len)});
+                }
+            }
             float* out0 = &att_[r * c.q_dim() + static_cast<size_t>(kvh * group) * hd];
             std::fill(out0, out0 + static_cast<size_t>(group) * hd, 0.0f);
             for (int t0 = 0, blk = 0; t0 < len; t0 += bs, ++blk) {

@@ -5,6 +5,7 @@
 // reading K/V through that sequence's block table.
 
 #include <cstdint>
+#include <mutex>
 #include <vector>
 
 #include "engine/block_manager.h"
@@ -31,6 +32,22 @@ struct ForwardBatch {
     std::vector<SequenceChunk> chunks;
 };
 
+// Which attention probabilities to keep while computing: every (layer, query head) pair for
+// which `wanted(layer, head)` holds. Rows are collected per forward pass in `rows`.
+struct AttentionCapture {
+    std::vector<uint8_t> wanted;  // [layer * n_heads + head] != 0
+    struct Row {
+        int32_t chunk, query_pos, layer, head;
+        std::vector<float> probs;  // over key positions 0..query_pos
+    };
+    std::vector<Row> rows;
+    bool any() const {
+        for (uint8_t w : wanted)
+            if (w) return true;
+        return false;
+    }
+};
+
 class CpuForward {
 public:
     CpuForward(const ModelConfig& config, const ModelWeights& weights, KvCacheStorage& kv,
@@ -39,6 +56,8 @@ public:
     // Writes the K/V of every token into the cache and returns the logits of each chunk
     // with want_logits, in chunk order: [num_logit_chunks][vocab].
     void run(const ForwardBatch& batch, std::vector<float>& logits);
+    // Null (the default) captures nothing and costs nothing.
+    void set_capture(AttentionCapture* capture) { capture_ = capture; }
 
 private:
     void attention(const ForwardBatch& batch, int layer);
@@ -47,6 +66,8 @@ private:
     const ModelWeights& weights_;
     KvCacheStorage& kv_;
     ThreadPool& pool_;
+    AttentionCapture* capture_ = nullptr;
+    std::mutex capture_mutex_;
     std::vector<float> inv_freq_;
     // Activations, resized per batch.
     std::vector<float> x_, xb_, q_, k_, v_, att_, hb_, hb2_;

@@ -40,6 +40,7 @@ Result<GenerateStats> generate(Engine& engine, const GenerateRequest& request,
     r.sampling = request.sampling;
     ServingOptions options;
     options.max_batch_tokens = std::max(prompt_len, 1);  // the prompt in one pass
+    options.capture_attention = request.capture_attention;
     Scheduler scheduler(engine, options, {r});
 
     using clock = std::chrono::steady_clock;

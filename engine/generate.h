@@ -15,6 +15,7 @@ struct GenerateRequest {
     std::vector<int32_t> prompt;  // must not be empty
     int32_t max_tokens = 256;
     SamplingParams sampling;
+    std::vector<uint8_t> capture_attention;  // per (layer, head); see attention_spec.h
 };
 
 struct GenerateStats {

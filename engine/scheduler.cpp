@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <tuple>
 #include <numeric>
 
 #include "engine/tokenizer.h"
@@ -377,8 +379,13 @@ bool Scheduler::step() {
     emit_step_begin(batch, prefill_tokens);
 
     auto t_forward = clock::now();
+    bool capture = rep.on() && !options_.capture_attention.empty();
+    if (capture) capture_.wanted = options_.capture_attention;
+    engine_.forward().set_capture(capture ? &capture_ : nullptr);
     engine_.forward().run(batch, logits_);
+    engine_.forward().set_capture(nullptr);
     double forward_s = seconds_since(t_forward);
+    if (capture) report_attention(chunk_seq);
 
     auto t_sample = clock::now();
     size_t logit_row = 0;
@@ -418,6 +425,28 @@ bool Scheduler::step() {
     }
     ++step_;
     return true;
+}
+
+void Scheduler::report_attention(const std::vector<int32_t>& chunk_seq) {
+    // Worker threads append rows in any order; events go out in a fixed one.
+    auto& rows = capture_.rows;
+    std::sort(rows.begin(), rows.end(), [](const AttentionCapture::Row& a, const AttentionCapture::Row& b) {
+        return std::tie(a.chunk, a.query_pos, a.layer, a.head) < std::tie(b.chunk, b.query_pos, b.layer, b.head);
+    });
+    const Reporter& rep = engine_.reporter();
+    for (const auto& row : rows) {
+        Event e;
+        e.kind = EventKind::kAttentionRow;
+        e.request = chunk_seq[static_cast<size_t>(row.chunk)];
+        e.a = row.layer;
+        e.b = row.head;
+        e.c = row.query_pos;
+        e.payload.resize(row.probs.size());
+        for (size_t i = 0; i < row.probs.size(); ++i)
+            e.payload[i] = static_cast<uint8_t>(std::lround(std::clamp(row.probs[i], 0.0f, 1.0f) * 255.0f));
+        rep.emit(std::move(e));
+    }
+    rows.clear();
 }
 
 void Scheduler::emit_step_begin(const ForwardBatch& batch, int32_t prefill_tokens) {

@@ -30,6 +30,8 @@ struct ServingOptions {
     bool prefix_cache = true;
     PreemptMode preempt = PreemptMode::kRecompute;
     int32_t swap_blocks = 0;  // host pool for swapping, in blocks; 0 = as many as the device pool
+    // Per (layer, query head): report attention rows of these as attention_row events.
+    std::vector<uint8_t> capture_attention;
 };
 
 struct Sequence {
@@ -108,6 +110,7 @@ private:
     bool try_swap_in(Sequence& s);
     void preempt(Sequence& s);
     void report_admit(const Sequence& s, int32_t cached_tokens);
+    void report_attention(const std::vector<int32_t>& chunk_seq);
     void fork_children(Sequence& parent, const float* logits);
     void append_token(Sequence& s, int32_t token);
     void finish(Sequence& s, FinishReason why);
@@ -134,6 +137,7 @@ private:
     double fragmentation_sum_ = 0;
     int64_t prefix_reused_ = 0, prefix_total_ = 0;
     std::vector<float> logits_;
+    AttentionCapture capture_;
 };
 
 }  // namespace kvscope

@@ -100,22 +100,36 @@ Result<std::unique_ptr<SessionReader>> SessionReader::open(const std::string& pa
         return Error{path + ": session run info is incomplete: " + e.what()};
     }
 
-    auto strings = d.prepare("SELECT id, text FROM strings ORDER BY id");
-    if (!strings) return strings.error();
     r->strings_.assign(1, std::string());
+    if (Status s = r->load_tail(); !s) return s.error();
+    auto ev = d.prepare("SELECT step, events FROM step WHERE step > ? AND step <= ? ORDER BY step");
+    if (!ev) return ev.error();
+    r->impl_->step_events = std::move(ev).value();
+    return r;
+}
+
+Status SessionReader::refresh() { return load_tail(); }
+
+Status SessionReader::load_tail() {
+    SqliteDb& d = impl_->db;
+    Status err;
+    auto strings = d.prepare("SELECT id, text FROM strings WHERE id >= ? ORDER BY id");
+    if (!strings) return strings.error();
+    strings->bind_int(1, static_cast<int64_t>(strings_.size()));
     while (strings->next(err)) {
         auto id = strings->column_int(0);
-        if (id != static_cast<int64_t>(r->strings_.size())) return Error{path + ": session string table has gaps"};
-        r->strings_.push_back(strings->column_text(1));
+        if (id != static_cast<int64_t>(strings_.size())) return Error{path_ + ": session string table has gaps"};
+        strings_.push_back(strings->column_text(1));
     }
-    if (!err.ok()) return Error{path + ": corrupt database: " + err.error().message};
+    if (!err.ok()) return Error{path_ + ": corrupt database: " + err.error().message};
 
     auto steps = d.prepare(
         "SELECT step, first_seq, last_seq, t_begin_ns, t_end_ns, n_events, running, waiting, swapped, "
         "prefill_tokens, decode_tokens, blocks_used, blocks_cached, fragmentation, internal_fragmentation, "
         "external_fragmentation, utilization, prefix_hit_rate, step_seconds, schedule_ns, prefill_ns, "
-        "decode_ns, attention_ns, mlp_ns, sample_ns FROM step ORDER BY step");
-    if (!steps) return Error{path + ": session 'step' table has the wrong columns"};
+        "decode_ns, attention_ns, mlp_ns, sample_ns FROM step WHERE step > ? ORDER BY step");
+    if (!steps) return Error{path_ + ": session 'step' table has the wrong columns"};
+    steps->bind_int(1, last_step());
     while (steps->next(err)) {
         StepSummary s;
         int c = 0;
@@ -139,19 +153,17 @@ Result<std::unique_ptr<SessionReader>> SessionReader::open(const std::string& pa
         s.prefix_hit_rate = steps->column_double(c++);
         s.step_seconds = steps->column_double(c++);
         for (int64_t& ns : s.phase_ns) ns = steps->column_int(c++);
-        r->steps_.push_back(s);
+        steps_.push_back(s);
     }
-    if (!err.ok()) return Error{path + ": corrupt database: " + err.error().message};
+    if (!err.ok()) return Error{path_ + ": corrupt database: " + err.error().message};
 
-    auto kf = d.prepare("SELECT step, seq FROM keyframe ORDER BY step");
+    auto kf = d.prepare("SELECT step, seq FROM keyframe WHERE step > ? ORDER BY step");
     if (!kf) return kf.error();
-    while (kf->next(err)) r->keyframes_.emplace_back(kf->column_int(0), static_cast<uint64_t>(kf->column_int(1)));
-    if (!err.ok()) return Error{path + ": corrupt database: " + err.error().message};
+    kf->bind_int(1, keyframes_.empty() ? -1 : keyframes_.back().first);
+    while (kf->next(err)) keyframes_.emplace_back(kf->column_int(0), static_cast<uint64_t>(kf->column_int(1)));
+    if (!err.ok()) return Error{path_ + ": corrupt database: " + err.error().message};
 
-    auto ev = d.prepare("SELECT step, events FROM step WHERE step > ? AND step <= ? ORDER BY step");
-    if (!ev) return ev.error();
-    r->impl_->step_events = std::move(ev).value();
-    return r;
+    return {};
 }
 
 Status SessionReader::apply_steps(TimelineState& state, int64_t after, int64_t up_to) {

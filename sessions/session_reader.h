@@ -37,6 +37,9 @@ public:
     int64_t first_step() const { return steps_.empty() ? 0 : steps_.front().step; }
     int64_t last_step() const { return steps_.empty() ? -1 : steps_.back().step; }
 
+    // Picks up steps, keyframes and strings written since (a live run being recorded).
+    Status refresh();
+
     // State at the end of `step` (clamped into the run). Errors for corrupt data.
     Result<const TimelineState*> state_at(int64_t step);
     // Events of the steps in [first, last], of the given kinds (all kinds when empty).
@@ -52,6 +55,7 @@ private:
     struct Impl;
     SessionReader();
     Status apply_steps(TimelineState& state, int64_t after, int64_t up_to);
+    Status load_tail();
 
     std::unique_ptr<Impl> impl_;
     std::string path_;
