@@ -12,9 +12,13 @@ int fail(const std::string& message) {
 
 int run_cli(int argc, char** argv) {
     CLI::App cli{"kvscope: see what an LLM does with its KV cache"};
-    cli.require_subcommand(1);
+    cli.require_subcommand(0, 1);
     std::vector<Command> commands = {register_generate(cli), register_run(cli),     register_workload(cli),
                                      register_inspect(cli),  register_check(cli),   register_export(cli)};
+#ifdef KVSCOPE_HAVE_GUI
+    GuiCommands gui = register_gui(cli);
+    commands.insert(commands.end(), gui.commands.begin(), gui.commands.end());
+#endif
     try {
         cli.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -24,6 +28,12 @@ int run_cli(int argc, char** argv) {
     try {
         for (const Command& c : commands)
             if (c.app->parsed()) return c.run();
+#ifdef KVSCOPE_HAVE_GUI
+        return gui.bare();  // `kvscope` alone opens the window on the bundled model
+#else
+        std::fprintf(stderr, "%s", cli.help().c_str());
+        return 2;
+#endif
     } catch (const std::bad_alloc&) {
         return fail("out of memory");
     } catch (const std::exception& e) {

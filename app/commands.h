@@ -26,6 +26,13 @@ Command register_inspect(CLI::App& cli);
 Command register_check(CLI::App& cli);
 Command register_export(CLI::App& cli);
 
+// The window commands (gui, replay, compare) and the action of `kvscope` with no subcommand.
+struct GuiCommands {
+    std::vector<Command> commands;
+    std::function<int()> bare;
+};
+GuiCommands register_gui(CLI::App& cli);
+
 // Prints "kvscope: error: <message>" on stderr and returns 1.
 int fail(const std::string& message);
 

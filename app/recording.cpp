@@ -7,7 +7,7 @@
 
 namespace kvscope::app {
 
-RunInfo run_info_for(const Engine& engine, const std::string& allocator, const std::string& options_json) {
+RunInfo run_info_for(Engine& engine, const std::string& allocator, const std::string& options_json) {
     const ModelConfig& c = engine.config();
     RunInfo info;
     info.num_blocks = engine.options().num_blocks;
@@ -21,6 +21,11 @@ RunInfo run_info_for(const Engine& engine, const std::string& allocator, const s
     info.head_dim = c.head_dim;
     info.vocab_size = c.vocab_size;
     info.options_json = options_json;
+    int64_t weights = static_cast<int64_t>(c.vocab_size) * c.dim * 2 + c.dim;  // embedding, classifier, final norm
+    weights += static_cast<int64_t>(c.n_layers) *
+               (2LL * c.dim + 2LL * c.dim * c.q_dim() + 2LL * c.dim * c.kv_dim() + 3LL * c.dim * c.hidden_dim);
+    info.weight_bytes = weights * static_cast<int64_t>(sizeof(float));
+    info.kv_bytes_per_block = static_cast<int64_t>(engine.kv().bytes_per_block());
     return info;
 }
 

@@ -9,7 +9,7 @@
 
 namespace kvscope::app {
 
-RunInfo run_info_for(const Engine& engine, const std::string& allocator, const std::string& options_json);
+RunInfo run_info_for(Engine& engine, const std::string& allocator, const std::string& options_json);
 
 // Creates the recorder and attaches it as the engine's probe.
 Result<std::unique_ptr<Recorder>> start_recording(const std::string& path, Engine& engine,

@@ -27,6 +27,17 @@ Scheduler::Scheduler(Engine& engine, const ServingOptions& options, std::vector<
     totals_.requests = static_cast<int32_t>(requests_.size());
 }
 
+void Scheduler::add_request(Request r) {
+    r.arrival_step = std::max(r.arrival_step, step_);
+    requests_.push_back(std::move(r));
+    size_t index = requests_.size() - 1;
+    // Keep the not-yet-arrived part of the queue ordered by arrival step.
+    auto pos = std::upper_bound(arrival_order_.begin() + static_cast<long>(next_arrival_), arrival_order_.end(), index,
+                                [&](size_t a, size_t b) { return requests_[a].arrival_step < requests_[b].arrival_step; });
+    arrival_order_.insert(pos, index);
+    ++totals_.requests;
+}
+
 bool Scheduler::done() const {
     return next_arrival_ == arrival_order_.size() && running_.empty() && waiting_.empty() &&
            swapped_.empty();

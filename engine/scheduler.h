@@ -90,6 +90,9 @@ public:
     // Calls on_token(sequence, token) for each sampled token (tests, streaming output).
     void set_token_callback(std::function<void(const Sequence&, int32_t)> cb) { on_token_ = std::move(cb); }
 
+    // Adds a request while serving; it arrives at the current step (live prompts).
+    void add_request(Request r);
+
     bool done() const;
     // One engine iteration. Returns false when nothing was left to do.
     bool step();

@@ -56,6 +56,7 @@ Result<std::unique_ptr<Recorder>> Recorder::create(const std::string& path, cons
                           {"backend", info.backend},     {"n_layers", info.n_layers},
                           {"n_heads", info.n_heads},     {"n_kv_heads", info.n_kv_heads},
                           {"head_dim", info.head_dim},   {"vocab_size", info.vocab_size},
+                          {"weight_bytes", info.weight_bytes}, {"kv_bytes_per_block", info.kv_bytes_per_block},
                           {"options", info.options_json}};
     auto meta = d.db.prepare("INSERT INTO meta(key, value) VALUES(?, ?)");
     if (!meta) return meta.error();

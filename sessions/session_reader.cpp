@@ -94,6 +94,8 @@ Result<std::unique_ptr<SessionReader>> SessionReader::open(const std::string& pa
         i.head_dim = run.value("head_dim", 0);
         i.vocab_size = run.value("vocab_size", 0);
         i.options_json = run.value("options", "");
+        i.weight_bytes = run.value("weight_bytes", int64_t{0});
+        i.kv_bytes_per_block = run.value("kv_bytes_per_block", int64_t{0});
         if (i.num_blocks < 0 || i.num_blocks > (1 << 26) || i.block_size <= 0 || i.block_size > 65536)
             return Error{path + ": session run info has absurd pool dimensions"};
     } catch (const std::exception& e) {

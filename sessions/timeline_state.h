@@ -20,6 +20,8 @@ struct RunInfo {
     std::string model;
     std::string backend = "cpu";
     int32_t n_layers = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, vocab_size = 0;
+    int64_t weight_bytes = 0;          // model weights as the backend holds them
+    int64_t kv_bytes_per_block = 0;    // K and V of one block over all layers
     std::string options_json;  // everything else the run was configured with
 };
 

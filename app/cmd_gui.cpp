@@ -1,0 +1,131 @@
+// The front end's commands: `kvscope` alone and `kvscope gui` (live run), `kvscope replay`
+// (a recording), `kvscope compare` (two recordings). All take the screenshot / script flags.
+#include <cstdio>
+#include <memory>
+
+#include "app/commands.h"
+#include "app/live_controller.h"
+#include "app/model_paths.h"
+#include "app/serving_flags.h"
+#include "engine/model_loader.h"
+#include "engine/workload.h"
+#include "engine/workload_generator.h"
+#include "ui/app_window.h"
+
+namespace kvscope::app {
+
+namespace {
+struct GuiOptions {
+    std::string model;
+    std::string workload;
+    std::string backend = "cpu";
+    ServingFlags serving;
+    ui::WindowOptions window;
+    bool record = false;
+    std::string record_path = "kvscope-live.kvs";
+};
+
+void add_window_flags(CLI::App& sub, ui::WindowOptions& w) {
+    sub.add_option("--screenshot", w.screenshot_path, "Render, write the whole window to this PNG, exit");
+    sub.add_option("--frames", w.frames, "Frames to render before the screenshot")->check(CLI::Range(1, 100000))->capture_default_str();
+    sub.add_option("--step", w.step, "Show this step (live: run this many steps first)")->check(CLI::Range(0LL, 1LL << 40));
+    sub.add_option("--panel", w.panel, "Panel to bring to the front (Block pool, Requests, Attention, Timeline, ...)");
+    sub.add_option("--script", w.script_path, "Drive the window from a script (see ui/app_window.cpp)");
+    sub.add_option("--width", w.width, "Window width")->check(CLI::Range(640, 8192))->capture_default_str();
+    sub.add_option("--height", w.height, "Window height")->check(CLI::Range(480, 8192))->capture_default_str();
+    sub.add_option("--font-scale", w.font_scale, "Font scale (projectors: 1.5 to 2)")->check(CLI::Range(0.5f, 4.0f));
+}
+
+// The demo the GUI opens with: a chat workload that shares prompts and fills the pool.
+std::vector<Request> demo_workload(const LoadedModel& m) {
+    std::vector<Request> out;
+    for (auto& g : generate_workload(WorkloadKind::kChat, 24, 7, m.tokenizer.get(), m.config.vocab_size, m.config.context_length))
+        out.push_back(std::move(g.request));
+    return out;
+}
+
+int run_gui(GuiOptions& o) {
+    if (o.backend != "cpu") return fail("--backend " + o.backend + " is not available in this build: the CPU backend is the only one so far");
+    auto loaded = load_model(o.model);
+    if (!loaded) {
+        // The window still opens, with the reason on screen.
+        o.window.startup_error = "Could not load the model: " + loaded.error().message;
+        return ui::run_window(o.window);
+    }
+    auto model = std::make_shared<const LoadedModel>(std::move(loaded).value());
+    std::vector<Request> requests;
+    std::string name = "demo (24 chat requests)";
+    if (!o.workload.empty()) {
+        auto w = load_workload(o.workload, model->tokenizer.get(), model->config.vocab_size);
+        if (!w) {
+            o.window.startup_error = w.error().message;
+            return ui::run_window(o.window);
+        }
+        requests = std::move(w).value();
+        name = o.workload;
+    } else {
+        requests = demo_workload(*model);
+    }
+    LiveSettings s;
+    s.block_size = o.serving.block_size;
+    s.num_blocks = o.serving.num_blocks;
+    s.max_batch_tokens = o.serving.max_batch_tokens;
+    s.allocator = o.serving.allocator;
+    s.prefix_cache = o.serving.prefix_cache == "on";
+    s.preempt = o.serving.preempt;
+    s.capture_attention = o.serving.capture_attention;
+    s.record = o.record;
+    s.record_path = o.record_path;
+    auto live = LiveController::create(model, std::move(requests), name, s, o.serving.threads);
+    if (!live) {
+        o.window.startup_error = live.error().message;
+        return ui::run_window(o.window);
+    }
+    o.window.controller = live->get();
+    return ui::run_window(o.window);
+}
+
+std::shared_ptr<GuiOptions> gui_defaults() {
+    auto o = std::make_shared<GuiOptions>();
+    o->model = default_model_path();
+    o->serving.num_blocks = 96;
+    o->serving.max_batch_tokens = 256;
+    o->serving.capture_attention = "all";
+    return o;
+}
+}  // namespace
+
+GuiCommands register_gui(CLI::App& cli) {
+    auto live = gui_defaults();
+    auto bare = gui_defaults();
+    CLI::App* gui = cli.add_subcommand("gui", "Open the window on a live run");
+    gui->add_option("--model", live->model, "Model file (GGUF or llama2.c .bin)")->capture_default_str();
+    gui->add_option("--workload", live->workload, "Workload file (JSONL); default: a generated chat workload");
+    gui->add_option("--backend", live->backend, "cpu | cuda")->capture_default_str();
+    add_serving_flags(*gui, live->serving);
+    gui->add_flag("--record", live->record, "Keep the session file of the run");
+    gui->add_option("--record-path", live->record_path, "Where --record writes")->capture_default_str();
+    add_window_flags(*gui, live->window);
+
+    auto replay = std::make_shared<ui::WindowOptions>();
+    CLI::App* rep = cli.add_subcommand("replay", "Open a recorded session (.kvs)");
+    rep->add_option("file", replay->replay_path, "Session file")->required();
+    add_window_flags(*rep, *replay);
+
+    auto cmp = std::make_shared<ui::WindowOptions>();
+    CLI::App* compare = cli.add_subcommand("compare", "Open two sessions side by side");
+    compare->add_option("a", cmp->replay_path, "First session")->required();
+    compare->add_option("b", cmp->compare_path, "Second session")->required();
+    add_window_flags(*compare, *cmp);
+
+    // `kvscope` with no subcommand takes the window flags too.
+    add_window_flags(cli, bare->window);
+    GuiCommands out;
+    out.commands = {{gui, [live] { return run_gui(*live); }},
+                    {rep, [replay] { return ui::run_window(*replay); }},
+                    {compare, [cmp] { return ui::run_window(*cmp); }}};
+    out.bare = [bare] { return run_gui(*bare); };
+    return out;
+}
+
+}  // namespace kvscope::app

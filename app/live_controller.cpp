@@ -1,0 +1,110 @@
+#include "app/live_controller.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "app/recording.h"
+#include "engine/attention_spec.h"
+#include "engine/tokenizer.h"
+
+namespace kvscope::app {
+
+Result<std::unique_ptr<LiveController>> LiveController::create(std::shared_ptr<const LoadedModel> model,
+                                                               std::vector<Request> workload, std::string workload_name,
+                                                               const LiveSettings& settings, int threads) {
+    std::unique_ptr<LiveController> c(new LiveController());
+    c->model_ = std::move(model);
+    c->workload_ = std::move(workload);
+    c->workload_name_ = std::move(workload_name);
+    c->settings_ = settings;
+    c->threads_ = threads;
+    if (Status s = c->start(); !s) return s.error();
+    return c;
+}
+
+LiveController::~LiveController() {
+    scheduler_.reset();
+    if (recorder_) (void)recorder_->close();
+    reader_.reset();
+    if (!settings_.record && !session_path_.empty()) {
+        std::error_code ec;
+        std::filesystem::remove(session_path_, ec);
+    }
+}
+
+Status LiveController::start() {
+    if (recorder_) (void)recorder_->close();
+    reader_.reset();
+    scheduler_.reset();
+    if (!settings_.record && !session_path_.empty()) {
+        std::error_code ec;
+        std::filesystem::remove(session_path_, ec);
+    }
+    EngineOptions eo;
+    eo.block_size = settings_.block_size;
+    eo.num_blocks = settings_.num_blocks;
+    eo.threads = threads_;
+    auto engine = Engine::create(model_, eo);
+    if (!engine) return engine.error();
+    engine_ = std::move(engine).value();
+    ServingOptions so;
+    so.max_batch_tokens = settings_.max_batch_tokens;
+    so.allocator = settings_.allocator == "contiguous" ? Allocator::kContiguous : Allocator::kPaged;
+    so.prefix_cache = settings_.prefix_cache;
+    so.preempt = settings_.preempt == "swap" ? PreemptMode::kSwap : PreemptMode::kRecompute;
+    auto capture = parse_attention_spec(settings_.capture_attention, model_->config);
+    if (!capture) return capture.error();
+    so.capture_attention = capture.value();
+    session_path_ = settings_.record
+                        ? settings_.record_path
+                        : (std::filesystem::temp_directory_path() / ("kvscope-live-" + std::to_string(getpid()) + ".kvs")).string();
+    auto rec = start_recording(session_path_, *engine_, settings_.allocator, "{\"workload\":\"" + workload_name_ + "\"}");
+    if (!rec) return rec.error();
+    recorder_ = std::move(rec).value();
+    scheduler_ = std::make_unique<Scheduler>(*engine_, so, workload_);
+    if (Status s = recorder_->flush(); !s) return s;
+    auto reader = SessionReader::open(session_path_);
+    if (!reader) return reader.error();
+    reader_ = std::move(reader).value();
+    return {};
+}
+
+Status LiveController::sync() {
+    if (Status s = recorder_->flush(); !s) return s;
+    return reader_->refresh();
+}
+
+int LiveController::step(int n) {
+    int ran = 0;
+    for (; ran < n && scheduler_->step(); ++ran) {
+    }
+    (void)sync();
+    return ran;
+}
+
+bool LiveController::finished() const { return scheduler_->done(); }
+
+Status LiveController::restart(const LiveSettings& settings) {
+    settings_ = settings;
+    return start();
+}
+
+Status LiveController::add_prompt(const std::string& text, int max_tokens) {
+    if (!model_->tokenizer) return Error{"this model has no tokenizer: prompts can only be given as ids in a workload"};
+    Request r;
+    r.id = "live";
+    r.id += std::to_string(++added_);
+    r.prompt = model_->tokenizer->encode(text, model_->tokenizer->wants_bos());
+    if (r.prompt.empty()) return Error{"the prompt is empty"};
+    r.max_tokens = max_tokens;
+    scheduler_->add_request(r);
+    workload_.push_back(r);  // a restart replays it too
+    return {};
+}
+
+std::string LiveController::describe() const {
+    return "live: " + model_->path + " (" + model_->format + ", CPU)\nworkload: " + workload_name_;
+}
+
+}  // namespace kvscope::app

@@ -1,0 +1,52 @@
+#pragma once
+// The GUI's live run: the engine and scheduler behind the ui::Controller interface, recording
+// every step to a session file that the UI reads back, so live and replay show the same thing
+// through the same code.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/request.h"
+#include "engine/scheduler.h"
+#include "sessions/recorder.h"
+#include "sessions/session_reader.h"
+#include "ui/controller.h"
+
+namespace kvscope::app {
+
+class LiveController : public Controller {
+public:
+    static Result<std::unique_ptr<LiveController>> create(std::shared_ptr<const LoadedModel> model,
+                                                          std::vector<Request> workload, std::string workload_name,
+                                                          const LiveSettings& settings, int threads);
+    ~LiveController() override;
+
+    int step(int n) override;
+    bool finished() const override;
+    Status restart(const LiveSettings& settings) override;
+    Status add_prompt(const std::string& text, int max_tokens) override;
+    const LiveSettings& settings() const override { return settings_; }
+    SessionReader& session() override { return *reader_; }
+    std::string describe() const override;
+
+private:
+    LiveController() = default;
+    Status start();
+    Status sync();
+
+    std::shared_ptr<const LoadedModel> model_;
+    std::vector<Request> workload_;
+    std::string workload_name_;
+    LiveSettings settings_;
+    int threads_ = 0;
+    std::string session_path_;
+    std::unique_ptr<Engine> engine_;
+    std::unique_ptr<Scheduler> scheduler_;
+    std::unique_ptr<Recorder> recorder_;
+    std::unique_ptr<SessionReader> reader_;
+    int added_ = 0;
+};
+
+}  // namespace kvscope::app

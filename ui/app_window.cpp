@@ -1,0 +1,376 @@
+// [SECTION] Index
+//   Settings     view settings saved between runs (font scale, palette; layout in imgui.ini)
+//   Script       the --script language: one command per frame
+//   Layout       where each panel goes, for 1920x1080 and down to 1280x720
+//   Frame        input, live stepping, panels
+//   Screenshot   reading back the frame into a PNG
+//   run_window   setup and the main loop
+#include "ui/app_window.h"
+
+#include <GL/gl.h>
+#include <GLFW/glfw3.h>
+#include <imgui.h>
+#include <backends/imgui_impl_glfw.h>
+#include <backends/imgui_impl_opengl3.h>
+#include <stb_image_write.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "ui/ui_context.h"
+
+namespace kvscope::ui {
+
+namespace fs = std::filesystem;
+
+// [SECTION] Settings -----------------------------------------------------------------------------
+namespace {
+fs::path config_dir() {
+    const char* xdg = std::getenv("XDG_CONFIG_HOME");
+    const char* home = std::getenv("HOME");
+    fs::path base = xdg ? fs::path(xdg) : home ? fs::path(home) / ".config" : fs::temp_directory_path();
+    return base / "kvscope";
+}
+
+void load_settings(ViewState& v) {
+    std::ifstream f(config_dir() / "settings.txt");
+    std::string key;
+    while (f >> key) {
+        if (key == "font_scale") f >> v.font_scale;
+        else if (key == "palette") {
+            int p = 0;
+            f >> p;
+            v.palette = p == 1 ? PaletteKind::kTolMuted : PaletteKind::kOkabeIto;
+        }
+    }
+    v.font_scale = std::clamp(v.font_scale, 0.5f, 4.0f);
+}
+
+void save_settings(const ViewState& v) {
+    std::error_code ec;
+    fs::create_directories(config_dir(), ec);
+    std::ofstream f(config_dir() / "settings.txt");
+    f << "font_scale " << v.font_scale << "\npalette " << static_cast<int>(v.palette) << "\n";
+}
+
+// [SECTION] Script -------------------------------------------------------------------------------
+// One command per frame:
+//   step N          run N live iterations (or move the replay cursor by N)
+//   seek S          put the cursor at step S
+//   select-block B  select block B (and its request)
+//   select-request R
+//   hover-block B   show block B's tooltip (as if the mouse were there)
+//   hover-heatmap Q K
+//   heatmap R L H   pick request R, layer L, head H for the heatmap
+//   zoom F          heatmap zoom factor
+//   wait N          render N frames
+//   screenshot PATH write the current frame
+//   quit
+struct Script {
+    std::vector<std::string> lines;
+    size_t next = 0;
+    int wait = 0;
+};
+
+bool load_script(const std::string& path, Script& s, std::string& error) {
+    std::ifstream f(path);
+    if (!f) {
+        error = "cannot read script " + path;
+        return false;
+    }
+    for (std::string line; std::getline(f, line);)
+        if (!line.empty() && line[0] != '#') s.lines.push_back(line);
+    return true;
+}
+
+// [SECTION] Layout -------------------------------------------------------------------------------
+// Sets where the next panel goes the first time it appears (imgui.ini remembers moves).
+void place(const char*, float x, float y, float w, float h) {
+    ImGui::SetNextWindowPos(ImVec2(x, y), ImGuiCond_FirstUseEver);
+    ImGui::SetNextWindowSize(ImVec2(w, h), ImGuiCond_FirstUseEver);
+}
+
+// [SECTION] Screenshot ---------------------------------------------------------------------------
+bool write_screenshot(const std::string& path, int w, int h) {
+    std::vector<unsigned char> pixels(static_cast<size_t>(w) * h * 4);
+    glPixelStorei(GL_PACK_ALIGNMENT, 1);
+    glReadBuffer(GL_BACK);
+    glReadPixels(0, 0, w, h, GL_RGBA, GL_UNSIGNED_BYTE, pixels.data());
+    std::vector<unsigned char> flipped(pixels.size());
+    for (int y = 0; y < h; ++y)
+        std::copy_n(&pixels[static_cast<size_t>(h - 1 - y) * w * 4], static_cast<size_t>(w) * 4, &flipped[static_cast<size_t>(y) * w * 4]);
+    return stbi_write_png(path.c_str(), w, h, 4, flipped.data(), w * 4) != 0;
+}
+
+UiContext* g_ctx = nullptr;  // for the GLFW drop callback
+
+void on_drop(GLFWwindow*, int count, const char** paths) {
+    if (count > 0 && g_ctx) g_ctx->open_session(paths[0]);
+}
+}  // namespace
+
+// [SECTION] Frame ----------------------------------------------------------------------------------
+namespace {
+void handle_keys(UiContext& ctx) {
+    ImGuiIO& io = ImGui::GetIO();
+    if (io.WantTextInput) return;
+    ViewState& v = ctx.view;
+    // Dear ImGui 1.86 indexes keys by the backend's codes (GLFW's here).
+    auto pressed = [](int glfw_key) { return ImGui::IsKeyPressed(glfw_key); };
+    if (pressed(GLFW_KEY_F1)) v.show_help = !v.show_help;
+    if (pressed(GLFW_KEY_SPACE)) v.playing = !v.playing;
+    if (pressed(GLFW_KEY_LEFT)) ctx.set_cursor(v.cursor - 1);
+    if (pressed(GLFW_KEY_RIGHT)) ctx.set_cursor(v.cursor + 1);
+    if (pressed(GLFW_KEY_HOME)) ctx.set_cursor(0);
+    if (pressed(GLFW_KEY_END)) ctx.set_cursor(ctx.last_step());
+    if (pressed(GLFW_KEY_P)) v.palette = v.palette == PaletteKind::kOkabeIto ? PaletteKind::kTolMuted : PaletteKind::kOkabeIto;
+    if (io.KeyCtrl && pressed(GLFW_KEY_EQUAL)) v.font_scale = std::min(4.0f, v.font_scale * 1.15f);
+    if (io.KeyCtrl && pressed(GLFW_KEY_MINUS)) v.font_scale = std::max(0.5f, v.font_scale / 1.15f);
+    if (ctx.controller) {
+        if (pressed(GLFW_KEY_N)) ctx.controller->step(1);
+        if (pressed(GLFW_KEY_R)) ctx.controller->step(v.run_n);
+        if (pressed(GLFW_KEY_E)) ctx.controller->step(1 << 30);
+    }
+}
+
+// Runs one script command; returns false at `quit`.
+bool run_script_command(UiContext& ctx, Script& s, int w, int h, std::string& error) {
+    if (s.wait > 0) {
+        --s.wait;
+        return true;
+    }
+    if (s.next >= s.lines.size()) return false;
+    std::istringstream in(s.lines[s.next++]);
+    std::string cmd;
+    in >> cmd;
+    ctx.scripted = ScriptedInput{};
+    if (cmd == "step") {
+        long long n = 1;
+        in >> n;
+        if (ctx.controller) ctx.controller->step(static_cast<int>(n));
+        else ctx.set_cursor(ctx.view.cursor + n);
+    } else if (cmd == "seek") {
+        long long n = 0;
+        in >> n;
+        ctx.set_cursor(n);
+    } else if (cmd == "select-block") {
+        in >> ctx.view.selected_block;
+        if (ctx.state && ctx.view.selected_block >= 0 && ctx.view.selected_block < static_cast<int>(ctx.state->blocks.size())) {
+            const auto& owners = ctx.state->blocks[static_cast<size_t>(ctx.view.selected_block)].owners;
+            if (!owners.empty()) ctx.view.selected_request = owners.front();
+        }
+    } else if (cmd == "select-request") {
+        in >> ctx.view.selected_request;
+        ctx.view.heat_request = ctx.view.selected_request;
+    } else if (cmd == "hover-block") {
+        in >> ctx.scripted.hover_block;
+    } else if (cmd == "hover-heatmap") {
+        in >> ctx.scripted.hover_q >> ctx.scripted.hover_k;
+    } else if (cmd == "heatmap") {
+        in >> ctx.view.heat_request >> ctx.view.heat_layer >> ctx.view.heat_head;
+    } else if (cmd == "zoom") {
+        in >> ctx.view.heat_zoom;
+    } else if (cmd == "wait") {
+        in >> s.wait;
+    } else if (cmd == "screenshot") {
+        std::string path;
+        in >> path;
+        // The frame being built is drawn after this command; keep hovers for it and shoot next.
+        s.lines.insert(s.lines.begin() + static_cast<long>(s.next), "__shoot " + path);
+        return true;
+    } else if (cmd == "__shoot") {
+        return true;  // handled after rendering
+    } else if (cmd == "quit") {
+        return false;
+    } else {
+        error = "script: unknown command '" + cmd + "'";
+        return false;
+    }
+    (void)w;
+    (void)h;
+    return true;
+}
+
+void draw_frame(UiContext& ctx, const WindowOptions& o, int w, int h, bool focus_panel) {
+    ImGui::GetIO().FontGlobalScale = ctx.view.font_scale;
+    float W = static_cast<float>(w), H = static_cast<float>(h);
+    float left = std::max(260.0f, W * 0.17f), bottom = H * 0.34f, right = std::max(320.0f, W * 0.30f);
+    float mid = W - left - right;
+    float top_h = H - bottom - 24;
+    place("Controls", 0, 0, left, H - 24);
+    draw_controls_panel(ctx);
+    place("Block pool", left, 0, mid, top_h * 0.5f);
+    draw_block_pool_panel(ctx);
+    place("Requests", left, top_h * 0.5f, mid, top_h * 0.5f);
+    draw_requests_panel(ctx);
+    place("Attention", left + mid, 0, right, top_h);
+    draw_heatmap_panel(ctx);
+    place("Timeline", left, top_h, mid, bottom);
+    draw_timeline_panel(ctx);
+    place("Memory", left + mid, top_h, right, bottom * 0.5f);
+    draw_memory_panel(ctx);
+    place("Evictions", left + mid, top_h + bottom * 0.5f, right, bottom * 0.5f);
+    draw_eviction_log_panel(ctx);
+    if (ctx.compare) {
+        place("Compare", left + 40, 40, mid - 80, top_h * 0.45f);
+        draw_compare_panel(ctx);
+    }
+    draw_help_overlay(ctx);
+    if (focus_panel && !o.panel.empty()) ImGui::SetWindowFocus(o.panel.c_str());
+    // Status line.
+    ImGui::SetNextWindowPos(ImVec2(0, H - 24), ImGuiCond_Always);
+    ImGui::SetNextWindowSize(ImVec2(W, 24), ImGuiCond_Always);
+    ImGui::Begin("##status", nullptr,
+                 ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoSavedSettings |
+                     ImGuiWindowFlags_NoFocusOnAppearing | ImGuiWindowFlags_NoBringToFrontOnFocus);
+    ImGui::TextUnformatted(ctx.view.message.c_str());
+    ImGui::End();
+}
+}  // namespace
+
+// [SECTION] run_window -----------------------------------------------------------------------------
+int run_window(const WindowOptions& o) {
+    glfwSetErrorCallback([](int code, const char* text) { std::fprintf(stderr, "kvscope: GLFW error %d: %s\n", code, text); });
+    if (!glfwInit()) {
+        std::fprintf(stderr, "kvscope: error: cannot open a window (no display? set DISPLAY or run under Xvfb)\n");
+        return 1;
+    }
+    glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
+    glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
+    glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
+    bool headless = !o.screenshot_path.empty() || !o.script_path.empty();
+    if (headless) glfwWindowHint(GLFW_RESIZABLE, GLFW_FALSE);
+    GLFWwindow* window = glfwCreateWindow(o.width, o.height, "kvscope", nullptr, nullptr);
+    if (!window) {
+        std::fprintf(stderr, "kvscope: error: cannot create an OpenGL 3.3 window\n");
+        glfwTerminate();
+        return 1;
+    }
+    glfwMakeContextCurrent(window);
+    glfwSwapInterval(headless ? 0 : 1);
+    IMGUI_CHECKVERSION();
+    ImGui::CreateContext();
+    ImGuiIO& io = ImGui::GetIO();
+    static std::string ini_path = (config_dir() / "imgui.ini").string();
+    io.IniFilename = headless ? nullptr : ini_path.c_str();
+    if (!headless) {
+        std::error_code ec;
+        fs::create_directories(config_dir(), ec);
+    }
+    ImGui::StyleColorsDark();
+    ImGui_ImplGlfw_InitForOpenGL(window, true);
+    ImGui_ImplOpenGL3_Init("#version 330");
+
+    UiContext ctx;
+    g_ctx = &ctx;
+    glfwSetDropCallback(window, on_drop);
+    if (!headless) load_settings(ctx.view);
+    if (o.font_scale > 0) ctx.view.font_scale = o.font_scale;
+    if (o.controller) {
+        ctx.controller = o.controller;
+        ctx.session = &o.controller->session();
+        ctx.title = o.controller->describe();
+        ctx.view.message = o.hint.empty() ? "Paused at step 0. Space plays, N steps once, F1 lists every key." : o.hint;
+    } else if (!o.replay_path.empty()) {
+        ctx.open_session(o.replay_path);
+    } else {
+        ctx.title = "no session";
+    }
+    if (!o.compare_path.empty()) ctx.open_compare(o.compare_path);
+    if (!o.startup_error.empty()) ctx.view.message = o.startup_error;
+    if (o.step >= 0) {
+        if (ctx.controller) ctx.controller->step(static_cast<int>(o.step));
+        ctx.set_cursor(o.step);
+    }
+
+    Script script;
+    std::string script_error;
+    if (!o.script_path.empty() && !load_script(o.script_path, script, script_error)) {
+        std::fprintf(stderr, "kvscope: error: %s\n", script_error.c_str());
+        return 2;
+    }
+    int status = 0;
+    int frame = 0;
+    auto last_play = std::chrono::steady_clock::now();
+    double play_credit = 0;
+    while (!glfwWindowShouldClose(window)) {
+        glfwPollEvents();
+        ImGui_ImplOpenGL3_NewFrame();
+        ImGui_ImplGlfw_NewFrame();
+        ImGui::NewFrame();
+        int w, h;
+        glfwGetFramebufferSize(window, &w, &h);
+        bool keep_going = true;
+        if (!o.script_path.empty()) keep_going = run_script_command(ctx, script, w, h, script_error);
+        if (!headless) handle_keys(ctx);
+        // Live: advance while playing; the cursor follows the newest step unless moved back.
+        auto now = std::chrono::steady_clock::now();
+        double dt = std::chrono::duration<double>(now - last_play).count();
+        last_play = now;
+        if (ctx.view.playing && !headless) {
+            play_credit += dt * ctx.view.steps_per_second;
+            int n = static_cast<int>(play_credit);
+            play_credit -= n;
+            if (n > 0) {
+                if (ctx.controller) {
+                    if (ctx.controller->step(n) == 0) ctx.view.playing = false;
+                } else if (ctx.view.cursor >= ctx.last_step()) {
+                    ctx.view.playing = false;
+                } else {
+                    ctx.set_cursor(ctx.view.cursor + n);
+                }
+            }
+        }
+        if (ctx.controller && ctx.view.follow_live) ctx.view.cursor = ctx.last_step();
+        ctx.update_state();
+        draw_frame(ctx, o, w, h, frame == 0);
+        ImGui::Render();
+        glViewport(0, 0, w, h);
+        glClearColor(0.08f, 0.08f, 0.09f, 1.0f);
+        glClear(GL_COLOR_BUFFER_BIT);
+        ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+        ++frame;
+        if (!o.script_path.empty() && script.next > 0 && script.next <= script.lines.size() &&
+            script.lines[script.next - 1].rfind("__shoot ", 0) == 0) {
+            std::string path = script.lines[script.next - 1].substr(8);
+            if (!write_screenshot(path, w, h)) {
+                std::fprintf(stderr, "kvscope: error: cannot write %s\n", path.c_str());
+                status = 1;
+                break;
+            }
+        }
+        if (!o.screenshot_path.empty() && frame >= o.frames) {
+            if (!write_screenshot(o.screenshot_path, w, h)) {
+                std::fprintf(stderr, "kvscope: error: cannot write %s\n", o.screenshot_path.c_str());
+                status = 1;
+            } else {
+                std::fprintf(stderr, "kvscope: wrote %s (%dx%d)\n", o.screenshot_path.c_str(), w, h);
+            }
+            break;
+        }
+        glfwSwapBuffers(window);
+        if (!keep_going) {
+            if (!script_error.empty()) {
+                std::fprintf(stderr, "kvscope: error: %s\n", script_error.c_str());
+                status = 2;
+            }
+            break;
+        }
+    }
+    if (!headless) save_settings(ctx.view);
+    g_ctx = nullptr;
+    ImGui_ImplOpenGL3_Shutdown();
+    ImGui_ImplGlfw_Shutdown();
+    ImGui::DestroyContext();
+    glfwDestroyWindow(window);
+    glfwTerminate();
+    return status;
+}
+
+}  // namespace kvscope::ui

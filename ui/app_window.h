@@ -1,0 +1,34 @@
+#pragma once
+// The kvscope window: GLFW + OpenGL 3.3 + Dear ImGui, the panel layout, keyboard shortcuts,
+// file drops, persisted view settings, and the headless-friendly screenshot and script modes
+// used by tests and for the README's pictures.
+
+#include <memory>
+#include <string>
+
+#include "ui/controller.h"
+
+namespace kvscope::ui {
+
+struct WindowOptions {
+    int width = 1600, height = 900;
+    std::string replay_path;   // replay this session (when there is no controller)
+    std::string compare_path;  // second session for Compare
+    Controller* controller = nullptr;  // live run
+    std::string startup_error;         // shown in the window (a model that failed to load...)
+    std::string hint;                  // one line shown at start
+    // Screenshot mode: render `frames` frames (after `step`, focused on `panel`), write a PNG
+    // of the whole window, exit.
+    std::string screenshot_path;
+    int frames = 3;
+    long long step = -1;
+    std::string panel;
+    std::string script_path;  // commands driven one per frame (see app_window.cpp)
+    float font_scale = 0;     // 0: the saved setting
+};
+
+// Returns the process exit status (0, or 1 when the window could not be created or a screenshot
+// could not be written).
+int run_window(const WindowOptions& options);
+
+}  // namespace kvscope::ui

@@ -1,0 +1,41 @@
+#pragma once
+// What the front end may ask of a live run. `app` implements it with the engine; the UI only
+// sees this interface and the session being recorded, never engine headers.
+
+#include <string>
+
+#include "probes/result.h"
+
+namespace kvscope {
+
+class SessionReader;
+
+struct LiveSettings {
+    int block_size = 16;
+    int num_blocks = 256;
+    int max_batch_tokens = 512;
+    std::string allocator = "paged";     // paged | contiguous
+    bool prefix_cache = true;
+    std::string preempt = "recompute";   // recompute | swap
+    std::string capture_attention = "all";
+    bool record = false;                 // keep the session file after the run
+    std::string record_path = "kvscope-live.kvs";
+};
+
+class Controller {
+public:
+    virtual ~Controller() = default;
+    // Runs up to n engine iterations; returns how many ran (0 when the workload is done).
+    virtual int step(int n) = 0;
+    virtual bool finished() const = 0;
+    // Starts over with new settings (same model and workload).
+    virtual Status restart(const LiveSettings& settings) = 0;
+    // Adds a request now; it arrives at the current step.
+    virtual Status add_prompt(const std::string& text, int max_tokens) = 0;
+    virtual const LiveSettings& settings() const = 0;
+    // The session the run is being recorded to; refreshed after every step.
+    virtual SessionReader& session() = 0;
+    virtual std::string describe() const = 0;  // model, backend, workload in one line
+};
+
+}  // namespace kvscope

@@ -1,0 +1,132 @@
+// Block pool map: one cell per physical block, coloured by owner, shaded by fill, marked when
+// shared or cached. The cells are one texture (a single draw call at any pool size); hover and
+// click work out the cell from the mouse position.
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "ui/gl_texture.h"
+#include "ui/ui_context.h"
+
+namespace kvscope::ui {
+
+namespace {
+// Tokens held in block `b` by request `r` (from its table position and token count).
+int tokens_in_block(const RequestState& r, int logical, int block_size) {
+    return std::clamp(r.num_tokens() - logical * block_size, 0, block_size);
+}
+
+struct BlockInfo {
+    int fill = 0;      // most tokens any holder keeps there
+    int logical = -1;  // its index in the first holder's table
+};
+}  // namespace
+
+void draw_block_pool_panel(UiContext& ctx) {
+    static Texture texture;
+    static std::vector<uint32_t> pixels;
+    ImGui::Begin("Block pool");
+    const TimelineState* s = ctx.state;
+    if (!s || s->blocks.empty()) {
+        ImGui::TextDisabled("No run yet. Press Space to play or N to step.");
+        ImGui::End();
+        return;
+    }
+    const int n = static_cast<int>(s->blocks.size());
+    const int bs = s->info.block_size;
+    std::vector<BlockInfo> info(static_cast<size_t>(n));
+    for (const auto& [i, r] : s->requests)
+        for (size_t l = 0; l < r.block_table.size(); ++l) {
+            int b = r.block_table[l];
+            if (b < 0 || b >= n) continue;
+            auto& bi = info[static_cast<size_t>(b)];
+            bi.fill = std::max(bi.fill, tokens_in_block(r, static_cast<int>(l), bs));
+            if (bi.logical < 0) bi.logical = static_cast<int>(l);
+        }
+    ImGui::Text("%d blocks x %d tokens (%s)  used %d  free %d  cached %d", n, bs, s->info.allocator.c_str(),
+                s->blocks_used(), n - s->blocks_used(), s->blocks_cached());
+    ImVec2 avail = ImGui::GetContentRegionAvail();
+    avail.y = std::max(avail.y, 40.0f);
+    // Square cells, as large as fit.
+    int cols = std::max(1, static_cast<int>(std::ceil(std::sqrt(static_cast<double>(n) * avail.x / avail.y))));
+    int rows = (n + cols - 1) / cols;
+    float cell = std::max(1.0f, std::min(avail.x / static_cast<float>(cols), avail.y / static_cast<float>(rows)));
+    pixels.assign(static_cast<size_t>(cols) * rows, kHoleColor);
+    for (int b = 0; b < n; ++b) {
+        const BlockState& st = s->blocks[static_cast<size_t>(b)];
+        uint32_t c = st.free() ? (st.cached() ? kCachedColor : kFreeColor)
+                               : shade(owner_color(st.owners.empty() ? st.alloc_owner : st.owners.front(), ctx.view.palette),
+                                       static_cast<float>(info[static_cast<size_t>(b)].fill) / static_cast<float>(bs));
+        if (st.refcount > 1) c = (c & 0xff000000u) | ((c & 0x00fefefe) >> 1) | 0x00808080u;  // shared: paler
+        pixels[static_cast<size_t>(b)] = c;
+    }
+    texture.upload(cols, rows, pixels);
+    ImVec2 origin = ImGui::GetCursorScreenPos();
+    ImVec2 size(cell * static_cast<float>(cols), cell * static_cast<float>(rows));
+    ImGui::InvisibleButton("##pool", size);
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    dl->AddImage(texture.imgui_id(), origin, ImVec2(origin.x + size.x, origin.y + size.y));
+    auto cell_rect = [&](int b, uint32_t color, float thickness) {
+        float x = origin.x + static_cast<float>(b % cols) * cell, y = origin.y + static_cast<float>(b / cols) * cell;
+        dl->AddRect(ImVec2(x, y), ImVec2(x + cell, y + cell), color, 0.0f, 0, thickness);
+    };
+    // Marks drawn per cell only while cells are big enough to see them.
+    if (cell >= 6.0f) {
+        for (int b = 0; b < n; ++b) {
+            const BlockState& st = s->blocks[static_cast<size_t>(b)];
+            float x = origin.x + static_cast<float>(b % cols) * cell, y = origin.y + static_cast<float>(b / cols) * cell;
+            if (st.refcount > 1) dl->AddCircleFilled(ImVec2(x + cell * 0.5f, y + cell * 0.5f), cell * 0.18f, 0xffffffff);
+            if (st.cached()) dl->AddLine(ImVec2(x + 1, y + cell - 2), ImVec2(x + cell - 1, y + 1), 0xff9a9a9a);
+        }
+    }
+    if (ctx.view.selected_request >= 0) {
+        auto it = s->requests.find(ctx.view.selected_request);
+        if (it != s->requests.end())
+            for (int b : it->second.block_table)
+                if (b >= 0 && b < n) cell_rect(b, 0xffffffff, 2.0f);
+    }
+    if (ctx.view.selected_block >= 0 && ctx.view.selected_block < n) cell_rect(ctx.view.selected_block, 0xff00ffff, 3.0f);
+
+    int hovered = -1;
+    if (ImGui::IsItemHovered()) {
+        ImVec2 m = ImGui::GetMousePos();
+        int cx = static_cast<int>((m.x - origin.x) / cell), cy = static_cast<int>((m.y - origin.y) / cell);
+        if (cx >= 0 && cx < cols && cy >= 0) hovered = cy * cols + cx;
+    }
+    if (ctx.scripted.hover_block >= 0) hovered = ctx.scripted.hover_block;
+    ctx.view.hovered_block = hovered < n ? hovered : -1;
+    if (ctx.view.hovered_block >= 0) {
+        int b = ctx.view.hovered_block;
+        const BlockState& st = s->blocks[static_cast<size_t>(b)];
+        ImGui::BeginTooltip();
+        ImGui::Text("block %d", b);
+        ImGui::Text("refcount %d%s", st.refcount, st.refcount > 1 ? " (shared)" : "");
+        if (st.hash) ImGui::Text("prefix hash %016llx%s", static_cast<unsigned long long>(*st.hash), st.cached() ? " (cached, free)" : "");
+        if (st.free() && !st.cached()) ImGui::TextUnformatted("free");
+        if (st.alloc_step >= 0) ImGui::Text("allocated at step %lld", static_cast<long long>(st.alloc_step));
+        for (int owner : st.owners) {
+            auto it = s->requests.find(owner);
+            if (it == s->requests.end()) continue;
+            const RequestState& r = it->second;
+            int logical = -1;
+            for (size_t l = 0; l < r.block_table.size(); ++l)
+                if (r.block_table[l] == b) logical = static_cast<int>(l);
+            std::string text;
+            for (int t = logical * bs; logical >= 0 && t < std::min(r.num_tokens(), (logical + 1) * bs); ++t)
+                text += r.token_text[static_cast<size_t>(t)];
+            ImGui::Text("owner %s (logical block %d, %d tokens)", r.name.c_str(), logical,
+                        logical >= 0 ? tokens_in_block(r, logical, bs) : 0);
+            if (!text.empty()) ImGui::TextWrapped("\"%s\"", text.c_str());
+        }
+        ImGui::EndTooltip();
+        if (ImGui::IsItemClicked()) {
+            ctx.view.selected_block = b;
+            if (!st.owners.empty()) ctx.view.selected_request = st.owners.front();
+        }
+    }
+    ImGui::End();
+}
+
+}  // namespace kvscope::ui

@@ -1,0 +1,157 @@
+// Attention heatmap: query position (rows) x key position (columns) for one request, layer and
+// head. The image is built at screen resolution for the visible region (each pixel the max of
+// the cells it covers, sampled), so zoomed-out views of long sequences stay cheap; it is rebuilt
+// only when the data or the view changes.
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "ui/gl_texture.h"
+#include "ui/ui_context.h"
+
+namespace kvscope::ui {
+
+void draw_heatmap_panel(UiContext& ctx) {
+    static Texture texture;
+    static std::vector<uint32_t> pixels;
+    static std::string built_for;
+    ImGui::Begin("Attention");
+    const TimelineState* s = ctx.state;
+    if (!s || s->info.n_layers == 0) {
+        ImGui::TextDisabled("No attention captured (run with --capture-attention).");
+        ImGui::End();
+        return;
+    }
+    ViewState& v = ctx.view;
+    if (v.heat_request < 0 && v.selected_request >= 0) v.heat_request = v.selected_request;
+    if (v.heat_request < 0 && !s->requests.empty()) v.heat_request = s->requests.begin()->first;
+    auto it = s->requests.find(v.heat_request);
+    ImGui::SetNextItemWidth(140 * v.font_scale);
+    if (ImGui::BeginCombo("request", it != s->requests.end() ? it->second.name.c_str() : "-")) {
+        for (const auto& [i, r] : s->requests)
+            if (ImGui::Selectable(r.name.c_str(), i == v.heat_request)) v.heat_request = i;
+        ImGui::EndCombo();
+    }
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(90 * v.font_scale);
+    ImGui::SliderInt("layer", &v.heat_layer, 0, s->info.n_layers - 1);
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(90 * v.font_scale);
+    ImGui::SliderInt("head", &v.heat_head, 0, s->info.n_heads - 1);
+    int group = s->info.n_kv_heads > 0 ? s->info.n_heads / s->info.n_kv_heads : 1;
+    ImGui::SameLine();
+    ImGui::TextDisabled("(KV head %d)", v.heat_head / std::max(group, 1));
+    if (it == s->requests.end()) {
+        ImGui::TextDisabled("No request selected.");
+        ImGui::End();
+        return;
+    }
+    const RequestState& req = it->second;
+    const auto& rows = ctx.attention_rows(v.heat_request, v.heat_layer, v.heat_head);
+    if (rows.empty()) {
+        ImGui::TextDisabled("No attention rows for this request, layer and head up to this step.");
+        ImGui::End();
+        return;
+    }
+    int q_max = 0;
+    for (const auto& r : rows) q_max = std::max(q_max, r.query_pos);
+    const int n = q_max + 1;  // square: keys 0..q_max
+    std::vector<const AttentionRow*> by_q(static_cast<size_t>(n), nullptr);
+    for (const auto& r : rows) by_q[static_cast<size_t>(r.query_pos)] = &r;  // later rows (recompute) win
+
+    ImVec2 avail = ImGui::GetContentRegionAvail();
+    float side = std::max(32.0f, std::min(avail.x, avail.y - 4));
+    v.heat_zoom = std::clamp(v.heat_zoom, 1.0f, static_cast<float>(n));
+    float span = static_cast<float>(n) / v.heat_zoom;
+    v.heat_pan_x = std::clamp(v.heat_pan_x, 0.0f, static_cast<float>(n) - span);
+    v.heat_pan_y = std::clamp(v.heat_pan_y, 0.0f, static_cast<float>(n) - span);
+    int res = std::max(1, std::min(static_cast<int>(side), static_cast<int>(std::ceil(span))));
+    char key[200];
+    std::snprintf(key, sizeof key, "%p/%zu/%d/%d/%g/%g/%g/%d", static_cast<const void*>(rows.data()), rows.size(), n,
+                  v.heat_request, v.heat_zoom, v.heat_pan_x, v.heat_pan_y, res);
+    if (built_for != key) {
+        built_for = key;
+        pixels.assign(static_cast<size_t>(res) * res, 0xff141414);
+        float per = span / static_cast<float>(res);
+        for (int py = 0; py < res; ++py) {
+            for (int px = 0; px < res; ++px) {
+                float best = -1.0f;
+                // Up to 3x3 samples per pixel: enough to keep sharp peaks visible when zoomed out.
+                int sy = per > 1.0f ? 3 : 1, sx = sy;
+                for (int a = 0; a < sy; ++a)
+                    for (int b = 0; b < sx; ++b) {
+                        int q = static_cast<int>(v.heat_pan_y + (static_cast<float>(py) + (a + 0.5f) / static_cast<float>(sy)) * per);
+                        int k = static_cast<int>(v.heat_pan_x + (static_cast<float>(px) + (b + 0.5f) / static_cast<float>(sx)) * per);
+                        if (q >= n || k > q) continue;
+                        const AttentionRow* row = by_q[static_cast<size_t>(q)];
+                        if (!row || static_cast<size_t>(k) >= row->probs.size()) continue;
+                        best = std::max(best, static_cast<float>(row->probs[static_cast<size_t>(k)]) / 255.0f);
+                    }
+                if (best >= 0) pixels[static_cast<size_t>(py) * res + px] = heat_color(std::sqrt(best));
+            }
+        }
+        texture.upload(res, res, pixels);
+    }
+    ImVec2 origin = ImGui::GetCursorScreenPos();
+    ImGui::InvisibleButton("##heat", ImVec2(side, side));
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    dl->AddImage(texture.imgui_id(), origin, ImVec2(origin.x + side, origin.y + side));
+    // Block boundaries as grid lines, while they are at least 4 pixels apart.
+    float px_per_pos = side / span;
+    int bs = s->info.block_size;
+    if (px_per_pos * static_cast<float>(bs) >= 4.0f) {
+        for (int k = (static_cast<int>(v.heat_pan_x) / bs + 1) * bs; k < v.heat_pan_x + span; k += bs) {
+            float x = origin.x + (static_cast<float>(k) - v.heat_pan_x) * px_per_pos;
+            dl->AddLine(ImVec2(x, origin.y), ImVec2(x, origin.y + side), 0x40ffffff);
+        }
+        for (int q = (static_cast<int>(v.heat_pan_y) / bs + 1) * bs; q < v.heat_pan_y + span; q += bs) {
+            float y = origin.y + (static_cast<float>(q) - v.heat_pan_y) * px_per_pos;
+            dl->AddLine(ImVec2(origin.x, y), ImVec2(origin.x + side, y), 0x40ffffff);
+        }
+    }
+    int hq = -1, hk = -1;
+    if (ImGui::IsItemHovered()) {
+        ImVec2 m = ImGui::GetMousePos();
+        hk = static_cast<int>(v.heat_pan_x + (m.x - origin.x) / px_per_pos);
+        hq = static_cast<int>(v.heat_pan_y + (m.y - origin.y) / px_per_pos);
+        float wheel = ImGui::GetIO().MouseWheel;
+        if (wheel != 0) {  // zoom about the mouse
+            float old_span = span;
+            v.heat_zoom *= wheel > 0 ? 1.25f : 0.8f;
+            v.heat_zoom = std::clamp(v.heat_zoom, 1.0f, static_cast<float>(n));
+            float new_span = static_cast<float>(n) / v.heat_zoom;
+            v.heat_pan_x += (static_cast<float>(hk) - v.heat_pan_x) * (1 - new_span / old_span);
+            v.heat_pan_y += (static_cast<float>(hq) - v.heat_pan_y) * (1 - new_span / old_span);
+        }
+        if (ImGui::IsMouseDragging(ImGuiMouseButton_Left)) {
+            ImVec2 d = ImGui::GetIO().MouseDelta;
+            v.heat_pan_x -= d.x / px_per_pos;
+            v.heat_pan_y -= d.y / px_per_pos;
+        }
+    }
+    if (ctx.scripted.hover_q >= 0) {
+        hq = ctx.scripted.hover_q;
+        hk = ctx.scripted.hover_k;
+    }
+    v.heat_hover_q = hq;
+    v.heat_hover_k = hk;
+    if (hq >= 0 && hq < n && hk >= 0 && hk <= hq) {
+        const AttentionRow* row = by_q[static_cast<size_t>(hq)];
+        float p = row && static_cast<size_t>(hk) < row->probs.size() ? static_cast<float>(row->probs[static_cast<size_t>(hk)]) / 255.0f : 0.0f;
+        auto text = [&](int pos) {
+            return pos < req.num_tokens() ? req.token_text[static_cast<size_t>(pos)] : std::string("?");
+        };
+        float x = origin.x + (static_cast<float>(hk) - v.heat_pan_x + 0.5f) * px_per_pos;
+        float y = origin.y + (static_cast<float>(hq) - v.heat_pan_y + 0.5f) * px_per_pos;
+        dl->AddCircle(ImVec2(x, y), std::max(3.0f, px_per_pos), 0xffffffff);
+        ImGui::BeginTooltip();
+        ImGui::Text("query %d \"%s\"  ->  key %d \"%s\"", hq, text(hq).c_str(), hk, text(hk).c_str());
+        ImGui::Text("probability %.3f%s", p, row ? "" : " (row not captured)");
+        ImGui::EndTooltip();
+    }
+    ImGui::End();
+}
+
+}  // namespace kvscope::ui

@@ -1,0 +1,91 @@
+#pragma once
+// What every panel reads and writes: the session(s) shown, the cursor, the selection, and
+// view settings. Panels draw the state at `cursor`; moving the cursor anywhere moves it
+// everywhere.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "sessions/session_reader.h"
+#include "ui/controller.h"
+#include "ui/palette.h"
+
+namespace kvscope::ui {
+
+struct ViewState {
+    int64_t cursor = 0;
+    int32_t selected_request = -1;
+    int32_t selected_block = -1;
+    int32_t hovered_block = -1;
+    // Attention heatmap picks and view (zoom 1 = whole matrix).
+    int32_t heat_request = -1;
+    int heat_layer = 0, heat_head = 0;
+    float heat_zoom = 1.0f, heat_pan_x = 0.0f, heat_pan_y = 0.0f;
+    int heat_hover_q = -1, heat_hover_k = -1;
+    // Timeline zoom: [view_lo, view_hi] steps; view_hi < 0 shows everything.
+    int64_t view_lo = 0, view_hi = -1;
+    bool playing = false;
+    float steps_per_second = 8.0f;
+    int run_n = 10;
+    float font_scale = 1.0f;
+    PaletteKind palette = PaletteKind::kOkabeIto;
+    bool show_help = false;
+    bool follow_live = true;  // the cursor tracks the newest step of a live run
+    std::string message;      // one line at the bottom: hints, errors
+    std::string eviction_filter;
+};
+
+// Simulated input for scripted tests: a hover over the heatmap or a block at a cell.
+struct ScriptedInput {
+    int hover_block = -1;
+    int hover_q = -1, hover_k = -1;
+};
+
+class UiContext {
+public:
+    ViewState view;
+    ScriptedInput scripted;
+    std::unique_ptr<SessionReader> owned_session;  // replay
+    SessionReader* session = nullptr;              // what is shown (owned or the controller's)
+    std::unique_ptr<SessionReader> compare;        // second session, for Compare
+    Controller* controller = nullptr;              // live runs only
+    const TimelineState* state = nullptr;          // state at view.cursor, refreshed each frame
+    std::string title;
+
+    // Switches to a recording; on failure keeps what was shown and puts the error on screen.
+    bool open_session(const std::string& path);
+    bool open_compare(const std::string& path);
+    // Refreshes `state` for the cursor; errors go to the message line.
+    void update_state();
+    int64_t last_step() const { return session ? session->last_step() : -1; }
+    void set_cursor(int64_t step);
+
+    // Eviction and preemption log of the whole run (loaded lazily, extended as it grows).
+    const std::vector<Event>& eviction_log();
+    // Attention rows of (request, layer, head) up to the cursor, cached.
+    const std::vector<AttentionRow>& attention_rows(int32_t request, int layer, int head);
+
+private:
+    std::vector<Event> evictions_;
+    int64_t evictions_upto_ = -1;
+    SessionReader* evictions_of_ = nullptr;
+    std::tuple<SessionReader*, int32_t, int, int, int64_t> attention_key_{nullptr, -1, -1, -1, -1};
+    std::vector<AttentionRow> attention_;
+};
+
+// One function per panel (one file each).
+void draw_controls_panel(UiContext& ctx);
+void draw_block_pool_panel(UiContext& ctx);
+void draw_requests_panel(UiContext& ctx);
+void draw_heatmap_panel(UiContext& ctx);
+void draw_eviction_log_panel(UiContext& ctx);
+void draw_timeline_panel(UiContext& ctx);
+void draw_memory_panel(UiContext& ctx);
+void draw_compare_panel(UiContext& ctx);
+void draw_help_overlay(UiContext& ctx);
+
+}  // namespace kvscope::ui
