@@ -229,7 +229,8 @@ void draw_frame(UiContext& ctx, const WindowOptions& o, int w, int h, bool focus
     ImGui::Begin("##status", nullptr,
                  ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoSavedSettings |
                      ImGuiWindowFlags_NoFocusOnAppearing | ImGuiWindowFlags_NoBringToFrontOnFocus);
-    ImGui::TextUnformatted(ctx.view.message.c_str());
+    if (ctx.view.message_is_error) ImGui::TextColored(ImVec4(1.0f, 0.35f, 0.3f, 1.0f), "%s", ctx.view.message.c_str());
+    else ImGui::TextUnformatted(ctx.view.message.c_str());
     ImGui::End();
 }
 }  // namespace
@@ -283,7 +284,10 @@ int run_window(const WindowOptions& o) {
         ctx.title = "no session";
     }
     if (!o.compare_path.empty()) ctx.open_compare(o.compare_path);
-    if (!o.startup_error.empty()) ctx.view.message = o.startup_error;
+    if (!o.startup_error.empty()) {
+        ctx.view.message = o.startup_error;
+        ctx.view.message_is_error = true;
+    }
     if (o.step >= 0) {
         if (ctx.controller) ctx.controller->step(static_cast<int>(o.step));
         ctx.set_cursor(o.step);

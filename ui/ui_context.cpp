@@ -8,8 +8,10 @@ bool UiContext::open_session(const std::string& path) {
     auto r = SessionReader::open(path);
     if (!r) {
         view.message = "Could not open " + path + ": " + r.error().message;
+        view.message_is_error = true;
         return false;
     }
+    view.message_is_error = false;
     owned_session = std::move(r).value();
     session = owned_session.get();
     controller = nullptr;
@@ -27,6 +29,7 @@ bool UiContext::open_compare(const std::string& path) {
     auto r = SessionReader::open(path);
     if (!r) {
         view.message = "Could not open " + path + ": " + r.error().message;
+        view.message_is_error = true;
         return false;
     }
     compare = std::move(r).value();

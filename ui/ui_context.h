@@ -36,6 +36,7 @@ struct ViewState {
     bool show_help = false;
     bool follow_live = true;  // the cursor tracks the newest step of a live run
     std::string message;      // one line at the bottom: hints, errors
+    bool message_is_error = false;
     std::string eviction_filter;
 };
 
