@@ -21,7 +21,8 @@ Command register_check(CLI::App& cli) {
                 }
                 std::fprintf(stderr, "%s: %zu problem%s:\n", path->c_str(), r.problems.size(),
                              r.problems.size() == 1 ? "" : "s");
-                for (const auto& p : r.problems) std::fprintf(stderr, "  - %s\n", p.c_str());
+                for (const auto& p : r.problems)
+                    std::fprintf(stderr, "  - %s\n", p.c_str());
                 return 1;
             }};
 }

@@ -84,8 +84,8 @@ int run_generate(const GenerateOptions& o) {
                  "kvscope: %s (%s), %d threads, block size %d\n"
                  "kvscope: prompt %d tokens, prefill %.2f ms; generated %d tokens%s, "
                  "decode %.1f tokens/s\n",
-                 o.model.c_str(), model->format.c_str(), (*engine)->options().threads,
-                 o.block_size, s.prompt_tokens, s.prefill_seconds * 1e3, s.generated_tokens,
+                 o.model.c_str(), model->format.c_str(), (*engine)->options().threads, o.block_size,
+                 s.prompt_tokens, s.prefill_seconds * 1e3, s.generated_tokens,
                  s.stopped_by_eos ? " (stopped at end token)" : "", decode_tps);
     return 0;
 }
@@ -95,21 +95,27 @@ Command register_generate(CLI::App& cli) {
     auto o = std::make_shared<GenerateOptions>();
     o->model = default_model_path();
     CLI::App* sub = cli.add_subcommand("generate", "Generate text from one prompt");
-    sub->add_option("--model", o->model, "Model file (GGUF or llama2.c .bin)")->capture_default_str();
+    sub->add_option("--model", o->model, "Model file (GGUF or llama2.c .bin)")
+        ->capture_default_str();
     sub->add_option("--prompt", o->prompt, "Prompt text (needs a model with a tokenizer)");
     sub->add_option("--prompt-ids", o->prompt_ids, "Prompt as token ids, space or comma separated");
     sub->add_option("--max-tokens", o->max_tokens, "Tokens to generate")
-        ->check(CLI::NonNegativeNumber)->capture_default_str();
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
     sub->add_option("--temperature", o->temperature, "0 = greedy")
-        ->check(CLI::Range(0.0f, 100.0f))->capture_default_str();
+        ->check(CLI::Range(0.0f, 100.0f))
+        ->capture_default_str();
     sub->add_option("--top-p", o->top_p, "Nucleus sampling threshold (1 = off)")
-        ->check(CLI::Range(0.0f, 1.0f))->capture_default_str();
+        ->check(CLI::Range(0.0f, 1.0f))
+        ->capture_default_str();
     sub->add_option("--seed", o->seed, "Sampling seed")->capture_default_str();
     sub->add_flag("--print-ids", o->print_ids, "Print generated token ids on one line of stdout");
     sub->add_option("--block-size", o->block_size, "Tokens per KV cache block")
-        ->check(CLI::Range(1, 4096))->capture_default_str();
+        ->check(CLI::Range(1, 4096))
+        ->capture_default_str();
     sub->add_option("--threads", o->threads, "Worker threads (0 = all cores)")
-        ->check(CLI::Range(0, 1024))->capture_default_str();
+        ->check(CLI::Range(0, 1024))
+        ->capture_default_str();
     sub->add_option("--record", o->record, "Record the run to a session file (.kvs)");
     sub->add_option("--capture-attention", o->capture_attention,
                     "Record attention rows: all | none | LAYER:HEAD,... ('*' for any)");

@@ -26,26 +26,40 @@ struct GuiOptions {
 };
 
 void add_window_flags(CLI::App& sub, ui::WindowOptions& w) {
-    sub.add_option("--screenshot", w.screenshot_path, "Render, write the whole window to this PNG, exit");
-    sub.add_option("--frames", w.frames, "Frames to render before the screenshot")->check(CLI::Range(1, 100000))->capture_default_str();
-    sub.add_option("--step", w.step, "Show this step (live: run this many steps first)")->check(CLI::Range(0LL, 1LL << 40));
-    sub.add_option("--panel", w.panel, "Panel to bring to the front (Block pool, Requests, Attention, Timeline, ...)");
-    sub.add_option("--script", w.script_path, "Drive the window from a script (see ui/app_window.cpp)");
-    sub.add_option("--width", w.width, "Window width")->check(CLI::Range(640, 8192))->capture_default_str();
-    sub.add_option("--height", w.height, "Window height")->check(CLI::Range(480, 8192))->capture_default_str();
-    sub.add_option("--font-scale", w.font_scale, "Font scale (projectors: 1.5 to 2)")->check(CLI::Range(0.5f, 4.0f));
+    sub.add_option("--screenshot", w.screenshot_path,
+                   "Render, write the whole window to this PNG, exit");
+    sub.add_option("--frames", w.frames, "Frames to render before the screenshot")
+        ->check(CLI::Range(1, 100000))
+        ->capture_default_str();
+    sub.add_option("--step", w.step, "Show this step (live: run this many steps first)")
+        ->check(CLI::Range(0LL, 1LL << 40));
+    sub.add_option("--panel", w.panel,
+                   "Panel to bring to the front (Block pool, Requests, Attention, Timeline, ...)");
+    sub.add_option("--script", w.script_path,
+                   "Drive the window from a script (see ui/app_window.cpp)");
+    sub.add_option("--width", w.width, "Window width")
+        ->check(CLI::Range(640, 8192))
+        ->capture_default_str();
+    sub.add_option("--height", w.height, "Window height")
+        ->check(CLI::Range(480, 8192))
+        ->capture_default_str();
+    sub.add_option("--font-scale", w.font_scale, "Font scale (projectors: 1.5 to 2)")
+        ->check(CLI::Range(0.5f, 4.0f));
 }
 
 // The demo the GUI opens with: a chat workload that shares prompts and fills the pool.
 std::vector<Request> demo_workload(const LoadedModel& m) {
     std::vector<Request> out;
-    for (auto& g : generate_workload(WorkloadKind::kChat, 24, 7, m.tokenizer.get(), m.config.vocab_size, m.config.context_length))
+    for (auto& g : generate_workload(WorkloadKind::kChat, 24, 7, m.tokenizer.get(),
+                                     m.config.vocab_size, m.config.context_length))
         out.push_back(std::move(g.request));
     return out;
 }
 
 int run_gui(GuiOptions& o) {
-    if (o.backend != "cpu") return fail("--backend " + o.backend + " is not available in this build: the CPU backend is the only one so far");
+    if (o.backend != "cpu")
+        return fail("--backend " + o.backend +
+                    " is not available in this build: the CPU backend is the only one so far");
     auto loaded = load_model(o.model);
     if (!loaded) {
         // The window still opens, with the reason on screen.
@@ -99,12 +113,15 @@ GuiCommands register_gui(CLI::App& cli) {
     auto live = gui_defaults();
     auto bare = gui_defaults();
     CLI::App* gui = cli.add_subcommand("gui", "Open the window on a live run");
-    gui->add_option("--model", live->model, "Model file (GGUF or llama2.c .bin)")->capture_default_str();
-    gui->add_option("--workload", live->workload, "Workload file (JSONL); default: a generated chat workload");
+    gui->add_option("--model", live->model, "Model file (GGUF or llama2.c .bin)")
+        ->capture_default_str();
+    gui->add_option("--workload", live->workload,
+                    "Workload file (JSONL); default: a generated chat workload");
     gui->add_option("--backend", live->backend, "cpu | cuda")->capture_default_str();
     add_serving_flags(*gui, live->serving);
     gui->add_flag("--record", live->record, "Keep the session file of the run");
-    gui->add_option("--record-path", live->record_path, "Where --record writes")->capture_default_str();
+    gui->add_option("--record-path", live->record_path, "Where --record writes")
+        ->capture_default_str();
     add_window_flags(*gui, live->window);
 
     auto replay = std::make_shared<ui::WindowOptions>();

@@ -23,7 +23,8 @@ int run_inspect(const InspectOptions& o) {
     int64_t last = r.last_step();
     int64_t step = o.step_given ? o.step : last;
     if (o.step_given && (step < 0 || step > last))
-        return fail("step " + std::to_string(step) + " is outside the session (steps 0.." + std::to_string(last) + ")");
+        return fail("step " + std::to_string(step) + " is outside the session (steps 0.." +
+                    std::to_string(last) + ")");
     auto state = r.state_at(step);
     if (!state) return fail(state.error().message);
     auto j = state_to_json(**state, last + 1);
@@ -32,17 +33,22 @@ int run_inspect(const InspectOptions& o) {
         return 0;
     }
     const auto& pool = j["pool"];
-    std::printf("%s: step %lld of %lld\n", o.path.c_str(), static_cast<long long>(step), static_cast<long long>(last));
-    std::printf("pool: %d blocks of %d tokens (%s): %d used, %d free, %d cached\n", pool["total"].get<int>(),
-                pool["block_size"].get<int>(), pool["allocator"].get<std::string>().c_str(), pool["used"].get<int>(),
+    std::printf("%s: step %lld of %lld\n", o.path.c_str(), static_cast<long long>(step),
+                static_cast<long long>(last));
+    std::printf("pool: %d blocks of %d tokens (%s): %d used, %d free, %d cached\n",
+                pool["total"].get<int>(), pool["block_size"].get<int>(),
+                pool["allocator"].get<std::string>().c_str(), pool["used"].get<int>(),
                 pool["free"].get<int>(), pool["cached"].get<int>());
-    for (const auto& [name, value] : (*state)->metrics) std::printf("  %-24s %g\n", name.c_str(), value);
+    for (const auto& [name, value] : (*state)->metrics)
+        std::printf("  %-24s %g\n", name.c_str(), value);
     std::printf("requests:\n");
     for (const auto& q : j["requests"]) {
         std::string table;
-        for (int b : q["block_table"]) table += (table.empty() ? "" : " ") + std::to_string(b);
+        for (int b : q["block_table"])
+            table += (table.empty() ? "" : " ") + std::to_string(b);
         std::printf("  %-10s %-9s %4d tokens  blocks [%s]\n", q["id"].get<std::string>().c_str(),
-                    q["state"].get<std::string>().c_str(), q["num_tokens"].get<int>(), table.c_str());
+                    q["state"].get<std::string>().c_str(), q["num_tokens"].get<int>(),
+                    table.c_str());
     }
     return 0;
 }
@@ -50,9 +56,12 @@ int run_inspect(const InspectOptions& o) {
 
 Command register_inspect(CLI::App& cli) {
     auto o = std::make_shared<InspectOptions>();
-    CLI::App* sub = cli.add_subcommand("inspect", "Print the state of a recorded session at a step");
+    CLI::App* sub =
+        cli.add_subcommand("inspect", "Print the state of a recorded session at a step");
     sub->add_option("file", o->path, "Session file (.kvs)")->required();
-    sub->add_option("--step", o->step, "Step (default: the last)")->each([o](const std::string&) { o->step_given = true; });
+    sub->add_option("--step", o->step, "Step (default: the last)")->each([o](const std::string&) {
+        o->step_given = true;
+    });
     sub->add_flag("--json", o->json, "Print one JSON document");
     return {sub, [o] { return run_inspect(*o); }};
 }

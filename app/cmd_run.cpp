@@ -67,19 +67,23 @@ int run_serving(const RunOptions& o) {
     ServingSummary s = scheduler.run_to_completion();
     if (recorder && finish_recording(recorder, **engine) != 0) return 1;
 
-    std::fprintf(stderr,
-                 "kvscope run: %s, %s allocator, %d blocks of %d tokens, prefix cache %s, preempt by %s\n",
-                 o.workload.c_str(), o.serving.allocator.c_str(), (*engine)->options().num_blocks,
-                 (*engine)->options().block_size, o.serving.prefix_cache.c_str(), o.serving.preempt.c_str());
+    std::fprintf(
+        stderr,
+        "kvscope run: %s, %s allocator, %d blocks of %d tokens, prefix cache %s, preempt by %s\n",
+        o.workload.c_str(), o.serving.allocator.c_str(), (*engine)->options().num_blocks,
+        (*engine)->options().block_size, o.serving.prefix_cache.c_str(), o.serving.preempt.c_str());
     std::printf("requests            %d (%d rejected)\n", s.requests, s.rejected);
     std::printf("tokens generated    %lld\n", static_cast<long long>(s.tokens));
     std::printf("steps               %lld\n", static_cast<long long>(s.steps));
     std::printf("tokens/s            %.1f\n", s.tokens_per_second);
-    std::printf("peak blocks used    %d of %d\n", s.peak_blocks_used, (*engine)->options().num_blocks);
+    std::printf("peak blocks used    %d of %d\n", s.peak_blocks_used,
+                (*engine)->options().num_blocks);
     std::printf("max running         %d\n", s.max_running);
-    std::printf("fragmentation       mean %.2f%%, peak %.2f%% of the pool\n", 100 * s.mean_fragmentation, 100 * s.peak_fragmentation);
-    std::printf("prefix hit rate     %.2f%% (%lld of %lld prompt tokens computed)\n", 100 * s.prefix_hit_rate,
-                static_cast<long long>(s.prefill_tokens_computed), static_cast<long long>(s.prompt_tokens));
+    std::printf("fragmentation       mean %.2f%%, peak %.2f%% of the pool\n",
+                100 * s.mean_fragmentation, 100 * s.peak_fragmentation);
+    std::printf("prefix hit rate     %.2f%% (%lld of %lld prompt tokens computed)\n",
+                100 * s.prefix_hit_rate, static_cast<long long>(s.prefill_tokens_computed),
+                static_cast<long long>(s.prompt_tokens));
     std::printf("preemptions         %d (%d by swap)\n", s.preemptions, s.swaps_out);
     std::printf("copy-on-write       %lld blocks\n", static_cast<long long>(s.cow_copies));
     double overhead = s.seconds > 0 ? s.schedule_seconds / s.seconds : 0.0;
@@ -97,7 +101,8 @@ Command register_run(CLI::App& cli) {
     auto o = std::make_shared<RunOptions>();
     o->model = default_model_path();
     CLI::App* sub = cli.add_subcommand("run", "Serve a workload to completion and print a summary");
-    sub->add_option("--model", o->model, "Model file (GGUF or llama2.c .bin)")->capture_default_str();
+    sub->add_option("--model", o->model, "Model file (GGUF or llama2.c .bin)")
+        ->capture_default_str();
     sub->add_option("--workload", o->workload, "Workload file (JSONL)")->required();
     add_serving_flags(*sub, o->serving);
     sub->add_option("--summary-json", o->summary_json, "Write the summary as JSON here");

@@ -28,7 +28,8 @@ int run_workload(const WorkloadOptions& o) {
     auto reqs = generate_workload(kind.value(), o.requests, o.seed, model->tokenizer.get(),
                                   model->config.vocab_size, model->config.context_length);
     std::string text;
-    for (const auto& g : reqs) text += request_to_json(g.request, g.prompt_text) + "\n";
+    for (const auto& g : reqs)
+        text += request_to_json(g.request, g.prompt_text) + "\n";
     if (o.out.empty()) {
         std::fwrite(text.data(), 1, text.size(), stdout);
         return 0;
@@ -46,10 +47,14 @@ Command register_workload(CLI::App& cli) {
     auto o = std::make_shared<WorkloadOptions>();
     o->model = default_model_path();
     CLI::App* sub = cli.add_subcommand("workload", "Generate a serving workload (JSONL)");
-    sub->add_option("--model", o->model, "Model whose tokenizer and context shape the prompts")->capture_default_str();
+    sub->add_option("--model", o->model, "Model whose tokenizer and context shape the prompts")
+        ->capture_default_str();
     sub->add_option("--kind", o->kind, "chat | shared-prefix | long-tail | burst")
-        ->check(CLI::IsMember({"chat", "shared-prefix", "long-tail", "burst"}))->capture_default_str();
-    sub->add_option("--requests", o->requests, "Number of requests")->check(CLI::Range(1, 1000000))->capture_default_str();
+        ->check(CLI::IsMember({"chat", "shared-prefix", "long-tail", "burst"}))
+        ->capture_default_str();
+    sub->add_option("--requests", o->requests, "Number of requests")
+        ->check(CLI::Range(1, 1000000))
+        ->capture_default_str();
     sub->add_option("--seed", o->seed, "Seed")->capture_default_str();
     sub->add_option("--out", o->out, "Output file (stdout without it)");
     return {sub, [o] { return run_workload(*o); }};

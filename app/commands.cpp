@@ -13,8 +13,9 @@ int fail(const std::string& message) {
 int run_cli(int argc, char** argv) {
     CLI::App cli{"kvscope: see what an LLM does with its KV cache"};
     cli.require_subcommand(0, 1);
-    std::vector<Command> commands = {register_generate(cli), register_run(cli),     register_workload(cli),
-                                     register_inspect(cli),  register_check(cli),   register_export(cli)};
+    std::vector<Command> commands = {register_generate(cli), register_run(cli),
+                                     register_workload(cli), register_inspect(cli),
+                                     register_check(cli),    register_export(cli)};
 #ifdef KVSCOPE_HAVE_GUI
     GuiCommands gui = register_gui(cli);
     commands.insert(commands.end(), gui.commands.begin(), gui.commands.end());

@@ -10,9 +10,9 @@
 
 namespace kvscope::app {
 
-Result<std::unique_ptr<LiveController>> LiveController::create(std::shared_ptr<const LoadedModel> model,
-                                                               std::vector<Request> workload, std::string workload_name,
-                                                               const LiveSettings& settings, int threads) {
+Result<std::unique_ptr<LiveController>> LiveController::create(
+    std::shared_ptr<const LoadedModel> model, std::vector<Request> workload,
+    std::string workload_name, const LiveSettings& settings, int threads) {
     std::unique_ptr<LiveController> c(new LiveController());
     c->model_ = std::move(model);
     c->workload_ = std::move(workload);
@@ -56,10 +56,12 @@ Status LiveController::start() {
     auto capture = parse_attention_spec(settings_.capture_attention, model_->config);
     if (!capture) return capture.error();
     so.capture_attention = capture.value();
-    session_path_ = settings_.record
-                        ? settings_.record_path
-                        : (std::filesystem::temp_directory_path() / ("kvscope-live-" + std::to_string(getpid()) + ".kvs")).string();
-    auto rec = start_recording(session_path_, *engine_, settings_.allocator, "{\"workload\":\"" + workload_name_ + "\"}");
+    session_path_ = settings_.record ? settings_.record_path
+                                     : (std::filesystem::temp_directory_path() /
+                                        ("kvscope-live-" + std::to_string(getpid()) + ".kvs"))
+                                           .string();
+    auto rec = start_recording(session_path_, *engine_, settings_.allocator,
+                               "{\"workload\":\"" + workload_name_ + "\"}");
     if (!rec) return rec.error();
     recorder_ = std::move(rec).value();
     scheduler_ = std::make_unique<Scheduler>(*engine_, so, workload_);
@@ -83,7 +85,9 @@ int LiveController::step(int n) {
     return ran;
 }
 
-bool LiveController::finished() const { return scheduler_->done(); }
+bool LiveController::finished() const {
+    return scheduler_->done();
+}
 
 Status LiveController::restart(const LiveSettings& settings) {
     settings_ = settings;
@@ -91,7 +95,8 @@ Status LiveController::restart(const LiveSettings& settings) {
 }
 
 Status LiveController::add_prompt(const std::string& text, int max_tokens) {
-    if (!model_->tokenizer) return Error{"this model has no tokenizer: prompts can only be given as ids in a workload"};
+    if (!model_->tokenizer)
+        return Error{"this model has no tokenizer: prompts can only be given as ids in a workload"};
     Request r;
     r.id = "live";
     r.id += std::to_string(++added_);

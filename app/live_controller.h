@@ -17,10 +17,12 @@
 namespace kvscope::app {
 
 class LiveController : public Controller {
-public:
+  public:
     static Result<std::unique_ptr<LiveController>> create(std::shared_ptr<const LoadedModel> model,
-                                                          std::vector<Request> workload, std::string workload_name,
-                                                          const LiveSettings& settings, int threads);
+                                                          std::vector<Request> workload,
+                                                          std::string workload_name,
+                                                          const LiveSettings& settings,
+                                                          int threads);
     ~LiveController() override;
 
     int step(int n) override;
@@ -31,7 +33,7 @@ public:
     SessionReader& session() override { return *reader_; }
     std::string describe() const override;
 
-private:
+  private:
     LiveController() = default;
     Status start();
     Status sync();

@@ -19,7 +19,8 @@ Result<std::vector<int32_t>> parse_token_ids(const std::string& text, int32_t vo
         long long v = std::strtoll(item.c_str(), &end, 10);
         if (*end != '\0' || errno == ERANGE || v < 0 || v >= vocab_size) {
             std::ostringstream msg;
-            msg << "prompt token '" << item << "' is not a token id between 0 and " << vocab_size - 1;
+            msg << "prompt token '" << item << "' is not a token id between 0 and "
+                << vocab_size - 1;
             return Error{msg.str()};
         }
         ids.push_back(static_cast<int32_t>(v));
@@ -33,7 +34,9 @@ Result<std::vector<int32_t>> prompt_tokens(const LoadedModel& model, const std::
     if (!ids.empty()) return parse_token_ids(ids, model.config.vocab_size);
     if (!text.empty()) {
         if (!model.tokenizer)
-            return Error{model.path + " has no tokenizer (llama2.c files carry none): pass the prompt as --prompt-ids"};
+            return Error{
+                model.path +
+                " has no tokenizer (llama2.c files carry none): pass the prompt as --prompt-ids"};
         auto out = model.tokenizer->encode(text, model.tokenizer->wants_bos());
         if (out.empty()) return Error{"the prompt encodes to no tokens"};
         return out;

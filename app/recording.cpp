@@ -7,7 +7,8 @@
 
 namespace kvscope::app {
 
-RunInfo run_info_for(Engine& engine, const std::string& allocator, const std::string& options_json) {
+RunInfo run_info_for(Engine& engine, const std::string& allocator,
+                     const std::string& options_json) {
     const ModelConfig& c = engine.config();
     RunInfo info;
     info.num_blocks = engine.options().num_blocks;
@@ -21,16 +22,19 @@ RunInfo run_info_for(Engine& engine, const std::string& allocator, const std::st
     info.head_dim = c.head_dim;
     info.vocab_size = c.vocab_size;
     info.options_json = options_json;
-    int64_t weights = static_cast<int64_t>(c.vocab_size) * c.dim * 2 + c.dim;  // embedding, classifier, final norm
-    weights += static_cast<int64_t>(c.n_layers) *
-               (2LL * c.dim + 2LL * c.dim * c.q_dim() + 2LL * c.dim * c.kv_dim() + 3LL * c.dim * c.hidden_dim);
+    int64_t weights = static_cast<int64_t>(c.vocab_size) * c.dim * 2 +
+                      c.dim;  // embedding, classifier, final norm
+    weights +=
+        static_cast<int64_t>(c.n_layers) * (2LL * c.dim + 2LL * c.dim * c.q_dim() +
+                                            2LL * c.dim * c.kv_dim() + 3LL * c.dim * c.hidden_dim);
     info.weight_bytes = weights * static_cast<int64_t>(sizeof(float));
     info.kv_bytes_per_block = static_cast<int64_t>(engine.kv().bytes_per_block());
     return info;
 }
 
 Result<std::unique_ptr<Recorder>> start_recording(const std::string& path, Engine& engine,
-                                                  const std::string& allocator, const std::string& options_json) {
+                                                  const std::string& allocator,
+                                                  const std::string& options_json) {
     auto rec = Recorder::create(path, run_info_for(engine, allocator, options_json));
     if (!rec) return rec.error();
     engine.reporter().probe = rec->get();
@@ -44,9 +48,11 @@ int finish_recording(std::unique_ptr<Recorder>& recorder, Engine& engine) {
     std::error_code ec;
     auto bytes = std::filesystem::file_size(recorder->path(), ec);
     std::fprintf(stderr, "kvscope: recorded %llu events to %s (%.1f KiB, %.1f bytes/event)\n",
-                 static_cast<unsigned long long>(recorder->events_written()), recorder->path().c_str(),
-                 static_cast<double>(bytes) / 1024.0,
-                 recorder->events_written() ? static_cast<double>(bytes) / static_cast<double>(recorder->events_written()) : 0.0);
+                 static_cast<unsigned long long>(recorder->events_written()),
+                 recorder->path().c_str(), static_cast<double>(bytes) / 1024.0,
+                 recorder->events_written()
+                     ? static_cast<double>(bytes) / static_cast<double>(recorder->events_written())
+                     : 0.0);
     return 0;
 }
 

@@ -13,7 +13,8 @@ RunInfo run_info_for(Engine& engine, const std::string& allocator, const std::st
 
 // Creates the recorder and attaches it as the engine's probe.
 Result<std::unique_ptr<Recorder>> start_recording(const std::string& path, Engine& engine,
-                                                  const std::string& allocator, const std::string& options_json);
+                                                  const std::string& allocator,
+                                                  const std::string& options_json);
 
 // Flushes and closes; prints where the session went (stderr). Returns 0, or 1 with a message.
 int finish_recording(std::unique_ptr<Recorder>& recorder, Engine& engine);

@@ -29,31 +29,49 @@ Result<ServingOptions> ServingFlags::serving_options(const ModelConfig& config) 
 }
 
 std::string ServingFlags::to_json() const {
-    return nlohmann::json{{"num_blocks", num_blocks},   {"block_size", block_size},
-                          {"max_batch_tokens", max_batch_tokens}, {"max_running", max_running},
-                          {"allocator", allocator},     {"prefix_cache", prefix_cache},
-                          {"preempt", preempt},         {"swap_blocks", swap_blocks}}
+    return nlohmann::json{{"num_blocks", num_blocks},
+                          {"block_size", block_size},
+                          {"max_batch_tokens", max_batch_tokens},
+                          {"max_running", max_running},
+                          {"allocator", allocator},
+                          {"prefix_cache", prefix_cache},
+                          {"preempt", preempt},
+                          {"swap_blocks", swap_blocks}}
         .dump();
 }
 
 void add_serving_flags(CLI::App& sub, ServingFlags& f) {
     sub.add_option("--num-blocks", f.num_blocks, "KV cache blocks in the pool")
-        ->check(CLI::Range(1, 1 << 24))->capture_default_str();
-    sub.add_option("--block-size", f.block_size, "Tokens per block")->check(CLI::Range(1, 4096))->capture_default_str();
+        ->check(CLI::Range(1, 1 << 24))
+        ->capture_default_str();
+    sub.add_option("--block-size", f.block_size, "Tokens per block")
+        ->check(CLI::Range(1, 4096))
+        ->capture_default_str();
     sub.add_option("--max-batch-tokens", f.max_batch_tokens, "Token budget per step")
-        ->check(CLI::Range(1, 1 << 20))->capture_default_str();
+        ->check(CLI::Range(1, 1 << 20))
+        ->capture_default_str();
     sub.add_option("--max-running", f.max_running, "Most sequences running at once")
-        ->check(CLI::Range(1, 1 << 16))->capture_default_str();
+        ->check(CLI::Range(1, 1 << 16))
+        ->capture_default_str();
     sub.add_option("--allocator", f.allocator, "paged | contiguous")
-        ->check(CLI::IsMember({"paged", "contiguous"}))->capture_default_str();
-    sub.add_option("--prefix-cache", f.prefix_cache, "on | off")->check(CLI::IsMember({"on", "off"}))->capture_default_str();
+        ->check(CLI::IsMember({"paged", "contiguous"}))
+        ->capture_default_str();
+    sub.add_option("--prefix-cache", f.prefix_cache, "on | off")
+        ->check(CLI::IsMember({"on", "off"}))
+        ->capture_default_str();
     sub.add_option("--preempt", f.preempt, "recompute | swap")
-        ->check(CLI::IsMember({"recompute", "swap"}))->capture_default_str();
-    sub.add_option("--swap-blocks", f.swap_blocks, "Host swap pool in blocks (0 = as many as the device pool)")
-        ->check(CLI::Range(0, 1 << 24))->capture_default_str();
+        ->check(CLI::IsMember({"recompute", "swap"}))
+        ->capture_default_str();
+    sub.add_option("--swap-blocks", f.swap_blocks,
+                   "Host swap pool in blocks (0 = as many as the device pool)")
+        ->check(CLI::Range(0, 1 << 24))
+        ->capture_default_str();
     sub.add_option("--capture-attention", f.capture_attention,
-                   "Record attention rows: all | none | LAYER:HEAD,... ('*' for any)")->capture_default_str();
-    sub.add_option("--threads", f.threads, "Worker threads (0 = all cores)")->check(CLI::Range(0, 1024))->capture_default_str();
+                   "Record attention rows: all | none | LAYER:HEAD,... ('*' for any)")
+        ->capture_default_str();
+    sub.add_option("--threads", f.threads, "Worker threads (0 = all cores)")
+        ->check(CLI::Range(0, 1024))
+        ->capture_default_str();
 }
 
 }  // namespace kvscope::app

@@ -11,6 +11,7 @@
 
 namespace kvscope {
 
-Result<std::vector<uint8_t>> parse_attention_spec(const std::string& spec, const ModelConfig& config);
+Result<std::vector<uint8_t>> parse_attention_spec(const std::string& spec,
+                                                  const ModelConfig& config);
 
 }  // namespace kvscope

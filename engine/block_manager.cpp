@@ -112,7 +112,8 @@ int32_t BlockManager::reuse_cached_prefix(BlockTable& table, const std::vector<i
     const int32_t max_blocks = (n - 1) / block_size_;
     BlockHash parent = 0;
     for (int32_t i = 0; i < max_blocks; ++i) {
-        BlockHash h = chain_hash(parent, tokens.data() + static_cast<size_t>(i) * block_size_, block_size_);
+        BlockHash h =
+            chain_hash(parent, tokens.data() + static_cast<size_t>(i) * block_size_, block_size_);
         auto hit = pool_.lookup(h);
         if (!hit) {
             report(EventKind::kPrefixMiss, owner, -1, i, 0, static_cast<int64_t>(h));
@@ -135,7 +136,8 @@ void BlockManager::register_full_blocks(BlockTable& table, const std::vector<int
     while (static_cast<int32_t>(table.hashes.size()) < full) {
         size_t i = table.hashes.size();
         BlockHash parent = i == 0 ? 0 : table.hashes[i - 1];
-        BlockHash h = chain_hash(parent, tokens.data() + i * static_cast<size_t>(block_size_), block_size_);
+        BlockHash h =
+            chain_hash(parent, tokens.data() + i * static_cast<size_t>(block_size_), block_size_);
         if (!pool_.hash_of(table.blocks[i])) {
             pool_.set_hash(table.blocks[i], h);
             if (pool_.hash_of(table.blocks[i]) == h)
@@ -163,7 +165,8 @@ Status BlockManager::reserve_contiguous(BlockTable& table, int32_t reserve_token
         }
     }
     std::ostringstream msg;
-    msg << "no run of " << count << " consecutive free blocks (largest is " << largest_free_run() << ")";
+    msg << "no run of " << count << " consecutive free blocks (largest is " << largest_free_run()
+        << ")";
     return Error{msg.str()};
 }
 
@@ -195,14 +198,17 @@ std::string BlockManager::check_invariants(const std::vector<const BlockTable*>&
     int32_t free_count = 0;
     for (BlockId b = 0; b < pool_.num_blocks(); ++b) {
         int32_t rc = pool_.refcount(b), held = holders[static_cast<size_t>(b)];
-        if (rc != held) err << "block " << b << ": refcount " << rc << " but " << held << " holders; ";
+        if (rc != held)
+            err << "block " << b << ": refcount " << rc << " but " << held << " holders; ";
         if (rc == 0) ++free_count;
     }
     if (free_count != pool_.num_free())
-        err << "pool counts " << pool_.num_free() << " free blocks, " << free_count << " have refcount 0; ";
+        err << "pool counts " << pool_.num_free() << " free blocks, " << free_count
+            << " have refcount 0; ";
     auto queue = pool_.free_queue();
     if (static_cast<int32_t>(queue.size()) != pool_.num_free())
-        err << "free queue has " << queue.size() << " entries, expected " << pool_.num_free() << "; ";
+        err << "free queue has " << queue.size() << " entries, expected " << pool_.num_free()
+            << "; ";
     for (BlockId b : queue)
         if (pool_.refcount(b) != 0) err << "block " << b << " is queued as free but held; ";
     return err.str();

@@ -28,7 +28,7 @@ struct BlockTable {
 };
 
 class BlockManager {
-public:
+  public:
     // `storage` may be null: bookkeeping only (copy-on-write then copies nothing).
     BlockManager(int32_t num_blocks, int32_t block_size, KvCacheStorage* storage,
                  const Reporter* reporter = nullptr);
@@ -57,10 +57,12 @@ public:
     // Prefix caching. Finds the longest run of cached full blocks matching the start of
     // `tokens` (leaving at least one token to compute, whose logits are needed) and makes the
     // (empty) table share them. Returns the number of tokens reused; reports hits and misses.
-    int32_t reuse_cached_prefix(BlockTable& table, const std::vector<int32_t>& tokens, int32_t owner);
+    int32_t reuse_cached_prefix(BlockTable& table, const std::vector<int32_t>& tokens,
+                                int32_t owner);
     // Registers every newly completed full block of `table` (its first `computed` tokens have
     // K/V) under its chain hash, so later requests can reuse it.
-    void register_full_blocks(BlockTable& table, const std::vector<int32_t>& tokens, int32_t computed);
+    void register_full_blocks(BlockTable& table, const std::vector<int32_t>& tokens,
+                              int32_t computed);
     static BlockHash chain_hash(BlockHash parent, const int32_t* tokens, int32_t count);
 
     // Contiguous allocator: reserves one run of consecutive free blocks for `reserve_tokens`
@@ -75,7 +77,7 @@ public:
     // of table entries holding it, no free block is held, free count matches. Empty on success.
     std::string check_invariants(const std::vector<const BlockTable*>& tables) const;
 
-private:
+  private:
     BlockId take_block(int32_t owner, int32_t logical);
     void report(EventKind kind, int32_t owner, BlockId block, int32_t a, int32_t b = 0,
                 int64_t wide = 0) const;

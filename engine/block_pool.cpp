@@ -9,15 +9,18 @@ BlockPool::BlockPool(int32_t num_blocks)
       prev_(static_cast<size_t>(num_blocks), -1),
       next_(static_cast<size_t>(num_blocks), -1),
       hash_(static_cast<size_t>(num_blocks)) {
-    for (BlockId b = 0; b < num_blocks; ++b) push_back(b);
+    for (BlockId b = 0; b < num_blocks; ++b)
+        push_back(b);
 }
 
 void BlockPool::push_back(BlockId b) {
     auto i = static_cast<size_t>(b);
     prev_[i] = tail_;
     next_[i] = -1;
-    if (tail_ >= 0) next_[static_cast<size_t>(tail_)] = b;
-    else head_ = b;
+    if (tail_ >= 0)
+        next_[static_cast<size_t>(tail_)] = b;
+    else
+        head_ = b;
     tail_ = b;
     ++num_free_;
     if (hash_[i]) ++num_cached_free_;
@@ -25,10 +28,14 @@ void BlockPool::push_back(BlockId b) {
 
 void BlockPool::unlink(BlockId b) {
     auto i = static_cast<size_t>(b);
-    if (prev_[i] >= 0) next_[static_cast<size_t>(prev_[i])] = next_[i];
-    else head_ = next_[i];
-    if (next_[i] >= 0) prev_[static_cast<size_t>(next_[i])] = prev_[i];
-    else tail_ = prev_[i];
+    if (prev_[i] >= 0)
+        next_[static_cast<size_t>(prev_[i])] = next_[i];
+    else
+        head_ = next_[i];
+    if (next_[i] >= 0)
+        prev_[static_cast<size_t>(next_[i])] = prev_[i];
+    else
+        tail_ = prev_[i];
     prev_[i] = next_[i] = -1;
     --num_free_;
     if (hash_[i]) --num_cached_free_;
@@ -84,7 +91,9 @@ void BlockPool::set_hash(BlockId b, BlockHash h) {
     if (refcount_[i] == 0 && !was_cached) ++num_cached_free_;
 }
 
-std::optional<BlockHash> BlockPool::hash_of(BlockId b) const { return hash_[static_cast<size_t>(b)]; }
+std::optional<BlockHash> BlockPool::hash_of(BlockId b) const {
+    return hash_[static_cast<size_t>(b)];
+}
 
 std::optional<BlockId> BlockPool::lookup(BlockHash h) const {
     auto it = by_hash_.find(h);
@@ -93,14 +102,16 @@ std::optional<BlockId> BlockPool::lookup(BlockHash h) const {
 }
 
 void BlockPool::clear_hashes() {
-    for (auto& h : hash_) h.reset();
+    for (auto& h : hash_)
+        h.reset();
     by_hash_.clear();
     num_cached_free_ = 0;
 }
 
 std::vector<BlockId> BlockPool::free_queue() const {
     std::vector<BlockId> out;
-    for (BlockId b = head_; b >= 0; b = next_[static_cast<size_t>(b)]) out.push_back(b);
+    for (BlockId b = head_; b >= 0; b = next_[static_cast<size_t>(b)])
+        out.push_back(b);
     return out;
 }
 

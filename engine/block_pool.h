@@ -18,7 +18,7 @@ using BlockId = int32_t;
 using BlockHash = uint64_t;
 
 class BlockPool {
-public:
+  public:
     explicit BlockPool(int32_t num_blocks);
 
     int32_t num_blocks() const { return static_cast<int32_t>(refcount_.size()); }
@@ -48,7 +48,7 @@ public:
     // Free blocks in allocation order (for tests and keyframes).
     std::vector<BlockId> free_queue() const;
 
-private:
+  private:
     void unlink(BlockId b);
     void push_back(BlockId b);
 

@@ -16,14 +16,16 @@ CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights, K
     inv_freq_.resize(static_cast<size_t>(half));
     for (int i = 0; i < half; ++i)
         inv_freq_[static_cast<size_t>(i)] =
-            1.0f / std::pow(config.rope_theta, static_cast<float>(2 * i) / static_cast<float>(config.head_dim));
+            1.0f / std::pow(config.rope_theta,
+                            static_cast<float>(2 * i) / static_cast<float>(config.head_dim));
 }
 
 namespace {
 void add_bias(float* rows, int n_rows, const Vector& bias) {
     if (!bias.data) return;
     for (int r = 0; r < n_rows; ++r)
-        for (int i = 0; i < bias.size; ++i) rows[static_cast<int64_t>(r) * bias.size + i] += bias.data[i];
+        for (int i = 0; i < bias.size; ++i)
+            rows[static_cast<int64_t>(r) * bias.size + i] += bias.data[i];
 }
 }  // namespace
 
@@ -54,13 +56,15 @@ void CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
 
     for (int r = 0; r < n; ++r)
         std::memcpy(&x_[static_cast<size_t>(r) * c.dim],
-                    weights_.token_embedding.data + static_cast<int64_t>(batch.tokens[static_cast<size_t>(r)]) * c.dim,
+                    weights_.token_embedding.data +
+                        static_cast<int64_t>(batch.tokens[static_cast<size_t>(r)]) * c.dim,
                     sizeof(float) * static_cast<size_t>(c.dim));
 
     for (int l = 0; l < c.n_layers; ++l) {
         const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
         for (int r = 0; r < n; ++r)
-            rmsnorm(&xb_[static_cast<size_t>(r) * c.dim], &x_[static_cast<size_t>(r) * c.dim], w.attn_norm.data, c.dim, c.rms_eps);
+            rmsnorm(&xb_[static_cast<size_t>(r) * c.dim], &x_[static_cast<size_t>(r) * c.dim],
+                    w.attn_norm.data, c.dim, c.rms_eps);
         matmul(pool_, xb_.data(), n, w.wq, q_.data());
         matmul(pool_, xb_.data(), n, w.wk, k_.data());
         matmul(pool_, xb_.data(), n, w.wv, v_.data());
@@ -72,28 +76,36 @@ void CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
         for (int r = 0; r < n; ++r) {
             int pos = row_pos_[static_cast<size_t>(r)];
             for (int h = 0; h < c.n_heads; ++h)
-                rope(&q_[static_cast<size_t>(r) * c.q_dim() + static_cast<size_t>(h) * c.head_dim], c.head_dim, pos, inv_freq_.data(), c.rope_style);
+                rope(&q_[static_cast<size_t>(r) * c.q_dim() + static_cast<size_t>(h) * c.head_dim],
+                     c.head_dim, pos, inv_freq_.data(), c.rope_style);
             for (int h = 0; h < c.n_kv_heads; ++h)
-                rope(&k_[static_cast<size_t>(r) * c.kv_dim() + static_cast<size_t>(h) * c.head_dim], c.head_dim, pos, inv_freq_.data(), c.rope_style);
-            const BlockTable& table = *batch.chunks[static_cast<size_t>(row_chunk_[static_cast<size_t>(r)])].table;
+                rope(&k_[static_cast<size_t>(r) * c.kv_dim() + static_cast<size_t>(h) * c.head_dim],
+                     c.head_dim, pos, inv_freq_.data(), c.rope_style);
+            const BlockTable& table =
+                *batch.chunks[static_cast<size_t>(row_chunk_[static_cast<size_t>(r)])].table;
             BlockId block = table.blocks[static_cast<size_t>(pos / kv_.block_size())];
             int slot = pos % kv_.block_size();
-            std::memcpy(kv_.key(l, block, slot), &k_[static_cast<size_t>(r) * c.kv_dim()], sizeof(float) * static_cast<size_t>(c.kv_dim()));
-            std::memcpy(kv_.value(l, block, slot), &v_[static_cast<size_t>(r) * c.kv_dim()], sizeof(float) * static_cast<size_t>(c.kv_dim()));
+            std::memcpy(kv_.key(l, block, slot), &k_[static_cast<size_t>(r) * c.kv_dim()],
+                        sizeof(float) * static_cast<size_t>(c.kv_dim()));
+            std::memcpy(kv_.value(l, block, slot), &v_[static_cast<size_t>(r) * c.kv_dim()],
+                        sizeof(float) * static_cast<size_t>(c.kv_dim()));
         }
 
         attention(batch, l);
 
         matmul(pool_, att_.data(), n, w.wo, xb_.data());
-        for (size_t i = 0; i < N * c.dim; ++i) x_[i] += xb_[i];
+        for (size_t i = 0; i < N * c.dim; ++i)
+            x_[i] += xb_[i];
 
         for (int r = 0; r < n; ++r)
-            rmsnorm(&xb_[static_cast<size_t>(r) * c.dim], &x_[static_cast<size_t>(r) * c.dim], w.ffn_norm.data, c.dim, c.rms_eps);
+            rmsnorm(&xb_[static_cast<size_t>(r) * c.dim], &x_[static_cast<size_t>(r) * c.dim],
+                    w.ffn_norm.data, c.dim, c.rms_eps);
         matmul(pool_, xb_.data(), n, w.w_gate, hb_.data());
         matmul(pool_, xb_.data(), n, w.w_up, hb2_.data());
         swiglu(hb_.data(), hb2_.data(), n * c.hidden_dim);
         matmul(pool_, hb_.data(), n, w.w_down, xb_.data());
-        for (size_t i = 0; i < N * c.dim; ++i) x_[i] += xb_[i];
+        for (size_t i = 0; i < N * c.dim; ++i)
+            x_[i] += xb_[i];
     }
 
     // Final norm and classifier, only for the rows whose logits are wanted.
@@ -104,7 +116,8 @@ void CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
         row += static_cast<size_t>(ch.num_tokens);
         if (!ch.want_logits || ch.num_tokens == 0) continue;
         last.resize(static_cast<size_t>(n_out + 1) * c.dim);
-        rmsnorm(&last[static_cast<size_t>(n_out) * c.dim], &x_[(row - 1) * c.dim], weights_.output_norm.data, c.dim, c.rms_eps);
+        rmsnorm(&last[static_cast<size_t>(n_out) * c.dim], &x_[(row - 1) * c.dim],
+                weights_.output_norm.data, c.dim, c.rms_eps);
         ++n_out;
     }
     logits.resize(static_cast<size_t>(n_out) * c.vocab_size);
@@ -117,56 +130,65 @@ void CpuForward::attention(const ForwardBatch& batch, int layer) {
     const int hd = c.head_dim, group = c.group_size(), bs = kv_.block_size(), kv_dim = c.kv_dim();
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     int max_pos = 0;
-    for (int32_t p : row_pos_) max_pos = std::max(max_pos, p);
+    for (int32_t p : row_pos_)
+        max_pos = std::max(max_pos, p);
     int64_t cost = static_cast<int64_t>(n) * c.n_heads * (max_pos + 1) * hd * 2;
 
     // One task per (row, KV head): the query heads that share a KV head read each key and
     // value once. Keys are visited block by block, so each block's slots are contiguous.
-    pool_.parallel_for(static_cast<int64_t>(n) * c.n_kv_heads, cost, [&](int64_t begin, int64_t end) {
-        std::vector<float> scores(static_cast<size_t>(group) * static_cast<size_t>(max_pos + 1));
-        for (int64_t task = begin; task < end; ++task) {
-            auto r = static_cast<size_t>(task / c.n_kv_heads);
-            const int kvh = static_cast<int>(task % c.n_kv_heads);
-            const int pos = row_pos_[r];
-            const int len = pos + 1;
-            const BlockTable& table = *batch.chunks[static_cast<size_t>(row_chunk_[r])].table;
-            const float* q0 = &q_[r * c.q_dim() + static_cast<size_t>(kvh * group) * hd];
-            const int kv_off = kvh * hd;
-            for (int t0 = 0, blk = 0; t0 < len; t0 += bs, ++blk) {
-                const float* kb = kv_.key(layer, table.blocks[static_cast<size_t>(blk)], 0) + kv_off;
-                const int span = std::min(bs, len - t0);
-                for (int g = 0; g < group; ++g) {
-                    float* sg = &scores[static_cast<size_t>(g) * len + t0];
-                    const float* q = q0 + g * hd;
-                    for (int s = 0; s < span; ++s) sg[s] = dot(q, kb + static_cast<size_t>(s) * kv_dim, hd) * scale;
+    pool_.parallel_for(
+        static_cast<int64_t>(n) * c.n_kv_heads, cost, [&](int64_t begin, int64_t end) {
+            std::vector<float> scores(static_cast<size_t>(group) *
+                                      static_cast<size_t>(max_pos + 1));
+            for (int64_t task = begin; task < end; ++task) {
+                auto r = static_cast<size_t>(task / c.n_kv_heads);
+                const int kvh = static_cast<int>(task % c.n_kv_heads);
+                const int pos = row_pos_[r];
+                const int len = pos + 1;
+                const BlockTable& table = *batch.chunks[static_cast<size_t>(row_chunk_[r])].table;
+                const float* q0 = &q_[r * c.q_dim() + static_cast<size_t>(kvh * group) * hd];
+                const int kv_off = kvh * hd;
+                for (int t0 = 0, blk = 0; t0 < len; t0 += bs, ++blk) {
+                    const float* kb =
+                        kv_.key(layer, table.blocks[static_cast<size_t>(blk)], 0) + kv_off;
+                    const int span = std::min(bs, len - t0);
+                    for (int g = 0; g < group; ++g) {
+                        float* sg = &scores[static_cast<size_t>(g) * len + t0];
+                        const float* q = q0 + g * hd;
+                        for (int s = 0; s < span; ++s)
+                            sg[s] = dot(q, kb + static_cast<size_t>(s) * kv_dim, hd) * scale;
+                    }
                 }
-            }
-            for (int g = 0; g < group; ++g) {
-                float* probs = &scores[static_cast<size_t>(g) * len];
-                softmax(probs, len);
-                const int head = kvh * group + g;
-                if (capture_ && capture_->wanted[static_cast<size_t>(layer * c.n_heads + head)]) {
-                    std::lock_guard lock(capture_mutex_);
-                    capture_->rows.push_back({row_chunk_[r], pos, layer, head, std::vector<float>(probs, probs + len)});
-                }
-            }
-            float* out0 = &att_[r * c.q_dim() + static_cast<size_t>(kvh * group) * hd];
-            std::fill(out0, out0 + static_cast<size_t>(group) * hd, 0.0f);
-            for (int t0 = 0, blk = 0; t0 < len; t0 += bs, ++blk) {
-                const float* vb = kv_.value(layer, table.blocks[static_cast<size_t>(blk)], 0) + kv_off;
-                const int span = std::min(bs, len - t0);
                 for (int g = 0; g < group; ++g) {
-                    const float* pg = &scores[static_cast<size_t>(g) * len + t0];
-                    float* out = out0 + g * hd;
-                    for (int s = 0; s < span; ++s) {
-                        const float* v = vb + static_cast<size_t>(s) * kv_dim;
-                        const float a = pg[s];
-                        for (int i = 0; i < hd; ++i) out[i] += a * v[i];
+                    float* probs = &scores[static_cast<size_t>(g) * len];
+                    softmax(probs, len);
+                    const int head = kvh * group + g;
+                    if (capture_ &&
+                        capture_->wanted[static_cast<size_t>(layer * c.n_heads + head)]) {
+                        std::lock_guard lock(capture_mutex_);
+                        capture_->rows.push_back({row_chunk_[r], pos, layer, head,
+                                                  std::vector<float>(probs, probs + len)});
+                    }
+                }
+                float* out0 = &att_[r * c.q_dim() + static_cast<size_t>(kvh * group) * hd];
+                std::fill(out0, out0 + static_cast<size_t>(group) * hd, 0.0f);
+                for (int t0 = 0, blk = 0; t0 < len; t0 += bs, ++blk) {
+                    const float* vb =
+                        kv_.value(layer, table.blocks[static_cast<size_t>(blk)], 0) + kv_off;
+                    const int span = std::min(bs, len - t0);
+                    for (int g = 0; g < group; ++g) {
+                        const float* pg = &scores[static_cast<size_t>(g) * len + t0];
+                        float* out = out0 + g * hd;
+                        for (int s = 0; s < span; ++s) {
+                            const float* v = vb + static_cast<size_t>(s) * kv_dim;
+                            const float a = pg[s];
+                            for (int i = 0; i < hd; ++i)
+                                out[i] += a * v[i];
+                        }
                     }
                 }
             }
-        }
-    });
+        });
 }
 
 }  // namespace kvscope

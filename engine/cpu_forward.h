@@ -49,7 +49,7 @@ struct AttentionCapture {
 };
 
 class CpuForward {
-public:
+  public:
     CpuForward(const ModelConfig& config, const ModelWeights& weights, KvCacheStorage& kv,
                ThreadPool& pool);
 
@@ -59,7 +59,7 @@ public:
     // Null (the default) captures nothing and costs nothing.
     void set_capture(AttentionCapture* capture) { capture_ = capture; }
 
-private:
+  private:
     void attention(const ForwardBatch& batch, int layer);
 
     const ModelConfig& config_;

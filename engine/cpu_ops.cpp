@@ -23,10 +23,12 @@ void matmul(ThreadPool& pool, const float* x, int n_rows, const Matrix& w, float
             for (; o + 2 <= end; o += 2) {
                 const float* w0 = w.data + o * k;
                 const float* w1 = w0 + k;
-                Lanes a00 = {}, a01 = {}, a10 = {}, a11 = {}, a20 = {}, a21 = {}, a30 = {}, a31 = {};
+                Lanes a00 = {}, a01 = {}, a10 = {}, a11 = {}, a20 = {}, a21 = {}, a30 = {},
+                      a31 = {};
                 for (int i = 0; i < k8; i += 8) {
                     Lanes vw0 = load_lanes(w0 + i), vw1 = load_lanes(w1 + i);
-                    Lanes v0 = load_lanes(x0 + i), v1 = load_lanes(x1 + i), v2 = load_lanes(x2 + i), v3 = load_lanes(x3 + i);
+                    Lanes v0 = load_lanes(x0 + i), v1 = load_lanes(x1 + i), v2 = load_lanes(x2 + i),
+                          v3 = load_lanes(x3 + i);
                     a00 += vw0 * v0;
                     a01 += vw1 * v0;
                     a10 += vw0 * v1;
@@ -48,34 +50,40 @@ void matmul(ThreadPool& pool, const float* x, int n_rows, const Matrix& w, float
             }
             for (; o < end; ++o)
                 for (int j = 0; j < 4; ++j)
-                    out[static_cast<int64_t>(r + j) * w.rows + o] = dot(w.data + o * k, x + static_cast<int64_t>(r + j) * k, k);
+                    out[static_cast<int64_t>(r + j) * w.rows + o] =
+                        dot(w.data + o * k, x + static_cast<int64_t>(r + j) * k, k);
         }
         for (; r < n_rows; ++r) {
             const float* xr = x + static_cast<int64_t>(r) * k;
             float* o = out + static_cast<int64_t>(r) * w.rows;
-            for (int64_t i = begin; i < end; ++i) o[i] = dot(w.data + i * k, xr, k);
+            for (int64_t i = begin; i < end; ++i)
+                o[i] = dot(w.data + i * k, xr, k);
         }
     });
 }
 
 void rmsnorm(float* out, const float* x, const float* weight, int n, float eps) {
     float ss = 0.0f;
-    for (int i = 0; i < n; ++i) ss += x[i] * x[i];
+    for (int i = 0; i < n; ++i)
+        ss += x[i] * x[i];
     ss /= static_cast<float>(n);
     ss += eps;
     ss = 1.0f / std::sqrt(ss);
-    for (int i = 0; i < n; ++i) out[i] = weight[i] * (ss * x[i]);
+    for (int i = 0; i < n; ++i)
+        out[i] = weight[i] * (ss * x[i]);
 }
 
 void softmax(float* x, int n) {
     float max_val = x[0];
-    for (int i = 1; i < n; ++i) max_val = x[i] > max_val ? x[i] : max_val;
+    for (int i = 1; i < n; ++i)
+        max_val = x[i] > max_val ? x[i] : max_val;
     float sum = 0.0f;
     for (int i = 0; i < n; ++i) {
         x[i] = std::exp(x[i] - max_val);
         sum += x[i];
     }
-    for (int i = 0; i < n; ++i) x[i] /= sum;
+    for (int i = 0; i < n; ++i)
+        x[i] /= sum;
 }
 
 void rope(float* head, int head_dim, int pos, const float* inv_freq, RopeStyle style) {

@@ -21,7 +21,8 @@ inline Lanes load_lanes(const float* p) {
 }
 inline float reduce_lanes(Lanes a, const float* x, const float* y, int tail_begin, int n) {
     float sum = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-    for (int i = tail_begin; i < n; ++i) sum += x[i] * y[i];
+    for (int i = tail_begin; i < n; ++i)
+        sum += x[i] * y[i];
     return sum;
 }
 
@@ -32,7 +33,8 @@ inline float reduce_lanes(Lanes a, const float* x, const float* y, int tail_begi
 inline float dot(const float* a, const float* b, int n) {
     Lanes acc = {};
     int i = 0;
-    for (; i + 8 <= n; i += 8) acc += load_lanes(a + i) * load_lanes(b + i);
+    for (; i + 8 <= n; i += 8)
+        acc += load_lanes(a + i) * load_lanes(b + i);
     return reduce_lanes(acc, a, b, i, n);
 }
 // out[r][o] = sum_i x[r][i] * w[o][i] for r < n_rows, o < w.rows; x is [n_rows][w.cols].

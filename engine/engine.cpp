@@ -17,7 +17,8 @@ int32_t resolve_threads(int32_t requested) {
 
 EngineOptions resolve(const ModelConfig& config, EngineOptions o) {
     o.threads = resolve_threads(o.threads);
-    if (o.num_blocks == 0) o.num_blocks = BlockManager::blocks_for(config.context_length, o.block_size);
+    if (o.num_blocks == 0)
+        o.num_blocks = BlockManager::blocks_for(config.context_length, o.block_size);
     return o;
 }
 }  // namespace
@@ -29,7 +30,8 @@ Status validate_engine_options(const ModelConfig& config, const EngineOptions& o
     else if (o.num_blocks < 0)
         msg << "number of blocks must be positive, got " << o.num_blocks;
     else if (o.threads < 0 || o.threads > kMaxThreads)
-        msg << "threads must be between 1 and " << kMaxThreads << " (0 = all cores), got " << o.threads;
+        msg << "threads must be between 1 and " << kMaxThreads << " (0 = all cores), got "
+            << o.threads;
     else {
         EngineOptions r = resolve(config, o);
         double bytes = 2.0 * config.n_layers * config.kv_dim() * sizeof(float) *

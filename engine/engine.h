@@ -10,9 +10,9 @@
 #include "engine/cpu_forward.h"
 #include "engine/kv_cache.h"
 #include "engine/model_loader.h"
-#include "probes/result.h"
 #include "engine/reporter.h"
 #include "engine/thread_pool.h"
+#include "probes/result.h"
 
 namespace kvscope {
 
@@ -23,7 +23,7 @@ struct EngineOptions {
 };
 
 class Engine {
-public:
+  public:
     static Result<std::unique_ptr<Engine>> create(std::shared_ptr<const LoadedModel> model,
                                                   const EngineOptions& options);
 
@@ -37,7 +37,7 @@ public:
     // Where engine events go; probe is null (and reporting free) unless someone listens.
     Reporter& reporter() { return reporter_; }
 
-private:
+  private:
     Engine(std::shared_ptr<const LoadedModel> model, const EngineOptions& options);
 
     std::shared_ptr<const LoadedModel> model_;

@@ -25,11 +25,13 @@ Result<GenerateStats> generate(Engine& engine, const GenerateRequest& request,
             msg << "token id " << t << " is outside the vocabulary (0.." << c.vocab_size - 1 << ")";
             return Error{msg.str()};
         }
-    int32_t need = BlockManager::blocks_for(std::min(prompt_len + std::max(request.max_tokens, 1), c.context_length),
-                                            engine.options().block_size);
+    int32_t need = BlockManager::blocks_for(
+        std::min(prompt_len + std::max(request.max_tokens, 1), c.context_length),
+        engine.options().block_size);
     if (need > engine.options().num_blocks) {
         std::ostringstream msg;
-        msg << "the KV cache has " << engine.options().num_blocks << " blocks but this generation needs " << need;
+        msg << "the KV cache has " << engine.options().num_blocks
+            << " blocks but this generation needs " << need;
         return Error{msg.str()};
     }
 

@@ -6,26 +6,46 @@ namespace kvscope {
 
 std::optional<GgmlTypeTraits> ggml_type_traits(uint32_t id) {
     switch (static_cast<GgmlType>(id)) {
-        case GgmlType::F32: return GgmlTypeTraits{"F32", 1, 4, true};
-        case GgmlType::F16: return GgmlTypeTraits{"F16", 1, 2, true};
-        case GgmlType::Q4_0: return GgmlTypeTraits{"Q4_0", 32, 18, true};
-        case GgmlType::Q4_1: return GgmlTypeTraits{"Q4_1", 32, 20, true};
-        case GgmlType::Q5_0: return GgmlTypeTraits{"Q5_0", 32, 22, false};
-        case GgmlType::Q5_1: return GgmlTypeTraits{"Q5_1", 32, 24, false};
-        case GgmlType::Q8_0: return GgmlTypeTraits{"Q8_0", 32, 34, true};
-        case GgmlType::Q8_1: return GgmlTypeTraits{"Q8_1", 32, 36, false};
-        case GgmlType::Q2_K: return GgmlTypeTraits{"Q2_K", 256, 84, false};
-        case GgmlType::Q3_K: return GgmlTypeTraits{"Q3_K", 256, 110, false};
-        case GgmlType::Q4_K: return GgmlTypeTraits{"Q4_K", 256, 144, false};
-        case GgmlType::Q5_K: return GgmlTypeTraits{"Q5_K", 256, 176, false};
-        case GgmlType::Q6_K: return GgmlTypeTraits{"Q6_K", 256, 210, false};
-        case GgmlType::Q8_K: return GgmlTypeTraits{"Q8_K", 256, 292, false};
-        case GgmlType::I8: return GgmlTypeTraits{"I8", 1, 1, false};
-        case GgmlType::I16: return GgmlTypeTraits{"I16", 1, 2, false};
-        case GgmlType::I32: return GgmlTypeTraits{"I32", 1, 4, false};
-        case GgmlType::I64: return GgmlTypeTraits{"I64", 1, 8, false};
-        case GgmlType::F64: return GgmlTypeTraits{"F64", 1, 8, false};
-        case GgmlType::BF16: return GgmlTypeTraits{"BF16", 1, 2, true};
+        case GgmlType::F32:
+            return GgmlTypeTraits{"F32", 1, 4, true};
+        case GgmlType::F16:
+            return GgmlTypeTraits{"F16", 1, 2, true};
+        case GgmlType::Q4_0:
+            return GgmlTypeTraits{"Q4_0", 32, 18, true};
+        case GgmlType::Q4_1:
+            return GgmlTypeTraits{"Q4_1", 32, 20, true};
+        case GgmlType::Q5_0:
+            return GgmlTypeTraits{"Q5_0", 32, 22, false};
+        case GgmlType::Q5_1:
+            return GgmlTypeTraits{"Q5_1", 32, 24, false};
+        case GgmlType::Q8_0:
+            return GgmlTypeTraits{"Q8_0", 32, 34, true};
+        case GgmlType::Q8_1:
+            return GgmlTypeTraits{"Q8_1", 32, 36, false};
+        case GgmlType::Q2_K:
+            return GgmlTypeTraits{"Q2_K", 256, 84, false};
+        case GgmlType::Q3_K:
+            return GgmlTypeTraits{"Q3_K", 256, 110, false};
+        case GgmlType::Q4_K:
+            return GgmlTypeTraits{"Q4_K", 256, 144, false};
+        case GgmlType::Q5_K:
+            return GgmlTypeTraits{"Q5_K", 256, 176, false};
+        case GgmlType::Q6_K:
+            return GgmlTypeTraits{"Q6_K", 256, 210, false};
+        case GgmlType::Q8_K:
+            return GgmlTypeTraits{"Q8_K", 256, 292, false};
+        case GgmlType::I8:
+            return GgmlTypeTraits{"I8", 1, 1, false};
+        case GgmlType::I16:
+            return GgmlTypeTraits{"I16", 1, 2, false};
+        case GgmlType::I32:
+            return GgmlTypeTraits{"I32", 1, 4, false};
+        case GgmlType::I64:
+            return GgmlTypeTraits{"I64", 1, 8, false};
+        case GgmlType::F64:
+            return GgmlTypeTraits{"F64", 1, 8, false};
+        case GgmlType::BF16:
+            return GgmlTypeTraits{"BF16", 1, 2, true};
     }
     return std::nullopt;
 }
@@ -34,8 +54,9 @@ Result<uint64_t> ggml_row_bytes(GgmlType type, uint64_t n) {
     auto t = ggml_type_traits(static_cast<uint32_t>(type));
     if (!t) return Error{"unknown tensor type " + std::to_string(static_cast<uint32_t>(type))};
     if (n % t->block_elements != 0)
-        return Error{std::to_string(n) + " elements of " + std::string(t->name) + " are not a whole number of " +
-                     std::to_string(t->block_elements) + "-element blocks"};
+        return Error{std::to_string(n) + " elements of " + std::string(t->name) +
+                     " are not a whole number of " + std::to_string(t->block_elements) +
+                     "-element blocks"};
     uint64_t blocks = n / t->block_elements;
     if (blocks > UINT64_MAX / t->block_bytes) return Error{"tensor size overflows"};
     return blocks * t->block_bytes;
@@ -72,7 +93,8 @@ uint16_t f32_to_fp16(float f) {
     std::memcpy(&x, &f, 4);
     uint32_t sign = (x >> 16) & 0x8000;
     uint32_t abs = x & 0x7fffffff;
-    if (abs >= 0x7f800000) return static_cast<uint16_t>(sign | 0x7c00 | (abs > 0x7f800000 ? 0x200 : 0));
+    if (abs >= 0x7f800000)
+        return static_cast<uint16_t>(sign | 0x7c00 | (abs > 0x7f800000 ? 0x200 : 0));
     if (abs >= 0x477ff000) return static_cast<uint16_t>(sign | 0x7c00);  // rounds to inf
     if (abs < 0x38800000) {  // below 2^-14: a half-precision subnormal, or zero
         if (abs < 0x33000000) return static_cast<uint16_t>(sign);
@@ -100,25 +122,33 @@ void dequantize_to_f32(GgmlType type, const void* src, float* dst, size_t n) {
     const auto* p = static_cast<const uint8_t*>(src);
     auto u16 = [](const uint8_t* q) { return static_cast<uint16_t>(q[0] | (q[1] << 8)); };
     switch (type) {
-        case GgmlType::F32: std::memcpy(dst, src, n * 4); return;
+        case GgmlType::F32:
+            std::memcpy(dst, src, n * 4);
+            return;
         case GgmlType::F16:
-            for (size_t i = 0; i < n; ++i) dst[i] = fp16_to_f32(u16(p + 2 * i));
+            for (size_t i = 0; i < n; ++i)
+                dst[i] = fp16_to_f32(u16(p + 2 * i));
             return;
         case GgmlType::BF16:
-            for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(u16(p + 2 * i));
+            for (size_t i = 0; i < n; ++i)
+                dst[i] = bf16_to_f32(u16(p + 2 * i));
             return;
         case GgmlType::Q8_0:  // blocks of {fp16 scale, 32 x int8}
             for (size_t b = 0; b < n / 32; ++b, p += 34) {
                 float d = fp16_to_f32(u16(p));
-                for (int i = 0; i < 32; ++i) dst[b * 32 + static_cast<size_t>(i)] = d * static_cast<float>(static_cast<int8_t>(p[2 + i]));
+                for (int i = 0; i < 32; ++i)
+                    dst[b * 32 + static_cast<size_t>(i)] =
+                        d * static_cast<float>(static_cast<int8_t>(p[2 + i]));
             }
             return;
         case GgmlType::Q4_0:  // {fp16 scale, 16 bytes of nibbles}: low nibbles first, then high
             for (size_t b = 0; b < n / 32; ++b, p += 18) {
                 float d = fp16_to_f32(u16(p));
                 for (int i = 0; i < 16; ++i) {
-                    dst[b * 32 + static_cast<size_t>(i)] = d * static_cast<float>((p[2 + i] & 0x0f) - 8);
-                    dst[b * 32 + static_cast<size_t>(i) + 16] = d * static_cast<float>((p[2 + i] >> 4) - 8);
+                    dst[b * 32 + static_cast<size_t>(i)] =
+                        d * static_cast<float>((p[2 + i] & 0x0f) - 8);
+                    dst[b * 32 + static_cast<size_t>(i) + 16] =
+                        d * static_cast<float>((p[2 + i] >> 4) - 8);
                 }
             }
             return;
@@ -126,12 +156,15 @@ void dequantize_to_f32(GgmlType type, const void* src, float* dst, size_t n) {
             for (size_t b = 0; b < n / 32; ++b, p += 20) {
                 float d = fp16_to_f32(u16(p)), m = fp16_to_f32(u16(p + 2));
                 for (int i = 0; i < 16; ++i) {
-                    dst[b * 32 + static_cast<size_t>(i)] = d * static_cast<float>(p[4 + i] & 0x0f) + m;
-                    dst[b * 32 + static_cast<size_t>(i) + 16] = d * static_cast<float>(p[4 + i] >> 4) + m;
+                    dst[b * 32 + static_cast<size_t>(i)] =
+                        d * static_cast<float>(p[4 + i] & 0x0f) + m;
+                    dst[b * 32 + static_cast<size_t>(i) + 16] =
+                        d * static_cast<float>(p[4 + i] >> 4) + m;
                 }
             }
             return;
-        default: return;  // callers check can_dequantize first
+        default:
+            return;  // callers check can_dequantize first
     }
 }
 

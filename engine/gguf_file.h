@@ -23,8 +23,19 @@
 namespace kvscope {
 
 enum class GgufValueType : uint32_t {
-    UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6,
-    BOOL = 7, STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
+    UINT8 = 0,
+    INT8 = 1,
+    UINT16 = 2,
+    INT16 = 3,
+    UINT32 = 4,
+    INT32 = 5,
+    FLOAT32 = 6,
+    BOOL = 7,
+    STRING = 8,
+    ARRAY = 9,
+    UINT64 = 10,
+    INT64 = 11,
+    FLOAT64 = 12,
 };
 
 // One metadata value. Scalars are widened: integers to int64/uint64, floats to double.
@@ -54,7 +65,7 @@ struct GgufTensorInfo {
 class MappedFile;  // read-only mmap, defined in mapped_file.h
 
 class GgufFile {
-public:
+  public:
     static Result<GgufFile> open(const std::string& path);
     // Parses an in-memory image (used by the fuzzer and tests); `bytes` must outlive the result.
     static Result<GgufFile> parse(std::span<const uint8_t> bytes, std::string display_name);
@@ -80,7 +91,7 @@ public:
     const uint8_t* data(const GgufTensorInfo& t) const { return bytes_.data() + t.offset; }
     const std::string& path() const { return name_; }
 
-private:
+  private:
     GgufFile() = default;
     std::unique_ptr<MappedFile> mapping_;
     std::span<const uint8_t> bytes_;

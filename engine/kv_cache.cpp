@@ -13,8 +13,10 @@ KvCacheStorage::KvCacheStorage(const ModelConfig& config, int32_t block_size, in
       keys_(static_cast<size_t>(config.n_layers)),
       values_(static_cast<size_t>(config.n_layers)) {
     size_t floats = block_floats() * static_cast<size_t>(num_blocks);
-    for (auto& k : keys_) k.assign(floats, 0.0f);
-    for (auto& v : values_) v.assign(floats, 0.0f);
+    for (auto& k : keys_)
+        k.assign(floats, 0.0f);
+    for (auto& v : values_)
+        v.assign(floats, 0.0f);
 }
 
 size_t KvCacheStorage::bytes_per_block() const {

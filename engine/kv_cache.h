@@ -17,7 +17,7 @@
 namespace kvscope {
 
 class KvCacheStorage {
-public:
+  public:
     KvCacheStorage(const ModelConfig& config, int32_t block_size, int32_t num_blocks);
 
     int32_t block_size() const { return block_size_; }
@@ -45,13 +45,15 @@ public:
     void save_block(BlockId block, std::vector<float>& out) const;
     void load_block(BlockId block, const std::vector<float>& in);
 
-private:
+  private:
     size_t offset(BlockId block, int slot) const {
         return (static_cast<size_t>(block) * static_cast<size_t>(block_size_) +
                 static_cast<size_t>(slot)) *
                static_cast<size_t>(kv_dim_);
     }
-    size_t block_floats() const { return static_cast<size_t>(block_size_) * static_cast<size_t>(kv_dim_); }
+    size_t block_floats() const {
+        return static_cast<size_t>(block_size_) * static_cast<size_t>(kv_dim_);
+    }
 
     int32_t block_size_, num_blocks_, kv_dim_, n_layers_;
     std::vector<std::vector<float>> keys_, values_;

@@ -12,7 +12,7 @@
 namespace kvscope {
 
 class MappedFile {
-public:
+  public:
     static Result<std::unique_ptr<MappedFile>> open(const std::string& path);
     ~MappedFile();
     MappedFile(const MappedFile&) = delete;
@@ -21,7 +21,7 @@ public:
     std::span<const uint8_t> bytes() const { return {data_, size_}; }
     const std::string& path() const { return path_; }
 
-private:
+  private:
     MappedFile() = default;
     const uint8_t* data_ = nullptr;
     size_t size_ = 0;

@@ -26,7 +26,8 @@ float Sampler::next_f32() {
 
 int32_t Sampler::sample(float* logits) {
     if (params_.temperature <= 0.0f) return argmax(logits, vocab_size_);
-    for (int i = 0; i < vocab_size_; ++i) logits[i] /= params_.temperature;
+    for (int i = 0; i < vocab_size_; ++i)
+        logits[i] /= params_.temperature;
     softmax(logits, vocab_size_);
     float coin = next_f32();
     if (params_.top_p <= 0.0f || params_.top_p >= 1.0f) {
@@ -42,8 +43,9 @@ int32_t Sampler::sample(float* logits) {
     candidates_.clear();
     for (int i = 0; i < vocab_size_; ++i)
         if (logits[i] >= cutoff) candidates_.emplace_back(logits[i], i);
-    std::sort(candidates_.begin(), candidates_.end(),
-              [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+    std::sort(candidates_.begin(), candidates_.end(), [](const auto& a, const auto& b) {
+        return a.first > b.first || (a.first == b.first && a.second < b.second);
+    });
     float cumulative = 0.0f;
     size_t last = candidates_.size() - 1;
     for (size_t i = 0; i < candidates_.size(); ++i) {

@@ -15,12 +15,12 @@ struct SamplingParams {
 };
 
 class Sampler {
-public:
+  public:
     Sampler(int vocab_size, SamplingParams params);
     // Picks the next token from `logits` (modified in place).
     int32_t sample(float* logits);
 
-private:
+  private:
     float next_f32();
 
     int vocab_size_;

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <tuple>
 #include <numeric>
+#include <tuple>
 
 #include "engine/tokenizer.h"
 
@@ -12,7 +12,9 @@ namespace kvscope {
 
 namespace {
 using clock = std::chrono::steady_clock;
-double seconds_since(clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); }
+double seconds_since(clock::time_point t) {
+    return std::chrono::duration<double>(clock::now() - t).count();
+}
 }  // namespace
 
 Scheduler::Scheduler(Engine& engine, const ServingOptions& options, std::vector<Request> requests)
@@ -32,8 +34,9 @@ void Scheduler::add_request(Request r) {
     requests_.push_back(std::move(r));
     size_t index = requests_.size() - 1;
     // Keep the not-yet-arrived part of the queue ordered by arrival step.
-    auto pos = std::upper_bound(arrival_order_.begin() + static_cast<long>(next_arrival_), arrival_order_.end(), index,
-                                [&](size_t a, size_t b) { return requests_[a].arrival_step < requests_[b].arrival_step; });
+    auto pos = std::upper_bound(
+        arrival_order_.begin() + static_cast<long>(next_arrival_), arrival_order_.end(), index,
+        [&](size_t a, size_t b) { return requests_[a].arrival_step < requests_[b].arrival_step; });
     arrival_order_.insert(pos, index);
     ++totals_.requests;
 }
@@ -143,7 +146,8 @@ void Scheduler::preempt(Sequence& s) {
     if (swap) {
         s.host_blocks.resize(static_cast<size_t>(blocks));
         for (int32_t i = 0; i < blocks; ++i)
-            engine_.kv().save_block(s.table.blocks[static_cast<size_t>(i)], s.host_blocks[static_cast<size_t>(i)]);
+            engine_.kv().save_block(s.table.blocks[static_cast<size_t>(i)],
+                                    s.host_blocks[static_cast<size_t>(i)]);
         host_blocks_used_ += blocks;
         ++totals_.swaps_out;
         int32_t tokens = s.table.num_tokens;
@@ -156,7 +160,8 @@ void Scheduler::preempt(Sequence& s) {
             e.kind = EventKind::kSwapOut;
             e.request = s.index;
             e.a = blocks;
-            e.wide = static_cast<int64_t>(blocks) * static_cast<int64_t>(engine_.kv().bytes_per_block());
+            e.wide =
+                static_cast<int64_t>(blocks) * static_cast<int64_t>(engine_.kv().bytes_per_block());
             rep.emit(std::move(e));
         }
     } else {
@@ -175,7 +180,8 @@ bool Scheduler::try_swap_in(Sequence& s) {
     BlockTable t;
     if (!bm.grow(t, tokens, s.index).ok()) return false;
     for (int32_t i = 0; i < blocks; ++i)
-        engine_.kv().load_block(t.blocks[static_cast<size_t>(i)], s.host_blocks[static_cast<size_t>(i)]);
+        engine_.kv().load_block(t.blocks[static_cast<size_t>(i)],
+                                s.host_blocks[static_cast<size_t>(i)]);
     host_blocks_used_ -= blocks;
     s.host_blocks.clear();
     s.table = std::move(t);
@@ -186,7 +192,8 @@ bool Scheduler::try_swap_in(Sequence& s) {
         e.kind = EventKind::kSwapIn;
         e.request = s.index;
         e.a = blocks;
-        e.wide = static_cast<int64_t>(blocks) * static_cast<int64_t>(engine_.kv().bytes_per_block());
+        e.wide =
+            static_cast<int64_t>(blocks) * static_cast<int64_t>(engine_.kv().bytes_per_block());
         rep.emit(std::move(e));
     }
     return true;
@@ -255,8 +262,8 @@ bool Scheduler::schedule(ForwardBatch& batch, std::vector<int32_t>& chunk_seq) {
     int32_t budget = options_.max_batch_tokens;
     bool preempted = false;
     auto add_chunk = [&](Sequence& s, int32_t n) {
-        batch.chunks.push_back(SequenceChunk{&s.table, s.computed, n,
-                                             s.computed + n == static_cast<int32_t>(s.tokens.size())});
+        batch.chunks.push_back(SequenceChunk{
+            &s.table, s.computed, n, s.computed + n == static_cast<int32_t>(s.tokens.size())});
         batch.tokens.insert(batch.tokens.end(), s.tokens.begin() + s.computed,
                             s.tokens.begin() + s.computed + n);
         chunk_seq.push_back(s.index);
@@ -317,11 +324,13 @@ void Scheduler::append_token(Sequence& s, int32_t token) {
         t.request = s.index;
         t.a = static_cast<int32_t>(s.tokens.size()) - 1;
         t.b = token;
-        if (const Tokenizer* tok = engine_.model().tokenizer.get()) t.text = tok->decode_token(token);
+        if (const Tokenizer* tok = engine_.model().tokenizer.get())
+            t.text = tok->decode_token(token);
         rep.emit(std::move(t));
     }
     if (on_token_) on_token_(s, token);
-    if (s.generated() >= s.max_tokens) finish(s, FinishReason::kLength);
+    if (s.generated() >= s.max_tokens)
+        finish(s, FinishReason::kLength);
     else if (static_cast<int32_t>(s.tokens.size()) >= engine_.config().context_length)
         finish(s, FinishReason::kContextFull);
 }
@@ -383,7 +392,8 @@ bool Scheduler::step() {
     int32_t prefill_tokens = 0;
     for (size_t i = 0; i < batch.chunks.size(); ++i) {
         const Sequence& s = seqs_[static_cast<size_t>(chunk_seq[i])];
-        bool decode = batch.chunks[i].num_tokens == 1 && s.generated() > 0 && batch.chunks[i].want_logits;
+        bool decode =
+            batch.chunks[i].num_tokens == 1 && s.generated() > 0 && batch.chunks[i].want_logits;
         if (!decode) prefill_tokens += batch.chunks[i].num_tokens;
     }
     totals_.prefill_tokens_computed += prefill_tokens;
@@ -404,7 +414,8 @@ bool Scheduler::step() {
     for (size_t i = 0; i < batch.chunks.size(); ++i) {
         Sequence& s = seqs_[static_cast<size_t>(chunk_seq[i])];
         s.computed += batch.chunks[i].num_tokens;
-        if (options_.prefix_cache) engine_.blocks().register_full_blocks(s.table, s.tokens, s.computed);
+        if (options_.prefix_cache)
+            engine_.blocks().register_full_blocks(s.table, s.tokens, s.computed);
         if (!batch.chunks[i].want_logits) continue;
         float* l = logits_.data() + logit_row++ * static_cast<size_t>(vocab);
         if (s.generated() == 0) fork_children(s, l);
@@ -441,9 +452,11 @@ bool Scheduler::step() {
 void Scheduler::report_attention(const std::vector<int32_t>& chunk_seq) {
     // Worker threads append rows in any order; events go out in a fixed one.
     auto& rows = capture_.rows;
-    std::sort(rows.begin(), rows.end(), [](const AttentionCapture::Row& a, const AttentionCapture::Row& b) {
-        return std::tie(a.chunk, a.query_pos, a.layer, a.head) < std::tie(b.chunk, b.query_pos, b.layer, b.head);
-    });
+    std::sort(rows.begin(), rows.end(),
+              [](const AttentionCapture::Row& a, const AttentionCapture::Row& b) {
+                  return std::tie(a.chunk, a.query_pos, a.layer, a.head) <
+                         std::tie(b.chunk, b.query_pos, b.layer, b.head);
+              });
     const Reporter& rep = engine_.reporter();
     for (const auto& row : rows) {
         Event e;
@@ -454,7 +467,8 @@ void Scheduler::report_attention(const std::vector<int32_t>& chunk_seq) {
         e.c = row.query_pos;
         e.payload.resize(row.probs.size());
         for (size_t i = 0; i < row.probs.size(); ++i)
-            e.payload[i] = static_cast<uint8_t>(std::lround(std::clamp(row.probs[i], 0.0f, 1.0f) * 255.0f));
+            e.payload[i] =
+                static_cast<uint8_t>(std::lround(std::clamp(row.probs[i], 0.0f, 1.0f) * 255.0f));
         rep.emit(std::move(e));
     }
     rows.clear();
@@ -498,10 +512,13 @@ void Scheduler::compute_metrics() {
     m.blocks_cached = pool.num_cached_free();
     m.internal_fragmentation = static_cast<double>(wasted) / slots;
     if (options_.allocator == Allocator::kContiguous)
-        m.external_fragmentation = static_cast<double>(pool.num_free() - bm.largest_free_run()) * bs / slots;
+        m.external_fragmentation =
+            static_cast<double>(pool.num_free() - bm.largest_free_run()) * bs / slots;
     m.fragmentation = m.internal_fragmentation + m.external_fragmentation;
     m.utilization = static_cast<double>(held) / slots;
-    m.prefix_hit_rate = prefix_total_ > 0 ? static_cast<double>(prefix_reused_) / static_cast<double>(prefix_total_) : 0.0;
+    m.prefix_hit_rate =
+        prefix_total_ > 0 ? static_cast<double>(prefix_reused_) / static_cast<double>(prefix_total_)
+                          : 0.0;
     metrics_ = m;
     totals_.peak_blocks_used = std::max(totals_.peak_blocks_used, m.blocks_used);
     totals_.peak_fragmentation = std::max(totals_.peak_fragmentation, m.fragmentation);
@@ -533,7 +550,8 @@ ServingSummary Scheduler::summary() const {
     for (const Sequence& q : seqs_) {
         s.tokens += q.generated() > 0 ? q.generated() : 0;
         if (q.state == SequenceState::kFinished)
-            s.outputs[q.name] = std::vector<int32_t>(q.tokens.begin() + q.prompt_len, q.tokens.end());
+            s.outputs[q.name] =
+                std::vector<int32_t>(q.tokens.begin() + q.prompt_len, q.tokens.end());
     }
     s.mean_fragmentation = step_ > 0 ? fragmentation_sum_ / static_cast<double>(step_) : 0.0;
     s.prefix_hit_rate = metrics_.prefix_hit_rate;
@@ -551,7 +569,8 @@ ServingSummary Scheduler::run_to_completion() {
 
 std::string Scheduler::check_invariants() const {
     std::vector<const BlockTable*> tables;
-    for (int32_t i : running_) tables.push_back(&seqs_[static_cast<size_t>(i)].table);
+    for (int32_t i : running_)
+        tables.push_back(&seqs_[static_cast<size_t>(i)].table);
     return engine_.blocks().check_invariants(tables);
 }
 

@@ -82,13 +82,15 @@ struct ServingSummary {
 };
 
 class Scheduler {
-public:
+  public:
     // The engine must outlive the scheduler. Requests are served in the order given among
     // those that arrived at the same step.
     Scheduler(Engine& engine, const ServingOptions& options, std::vector<Request> requests);
 
     // Calls on_token(sequence, token) for each sampled token (tests, streaming output).
-    void set_token_callback(std::function<void(const Sequence&, int32_t)> cb) { on_token_ = std::move(cb); }
+    void set_token_callback(std::function<void(const Sequence&, int32_t)> cb) {
+        on_token_ = std::move(cb);
+    }
 
     // Adds a request while serving; it arrives at the current step (live prompts).
     void add_request(Request r);
@@ -105,7 +107,7 @@ public:
     // Block pool invariants against every live table; empty when sound.
     std::string check_invariants() const;
 
-private:
+  private:
     void admit_arrivals();
     bool schedule(ForwardBatch& batch, std::vector<int32_t>& chunk_seq);
     bool ensure_room(Sequence& s, int32_t new_tokens, bool& preempted_self);

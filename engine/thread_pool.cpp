@@ -3,7 +3,8 @@
 namespace kvscope {
 
 ThreadPool::ThreadPool(int num_threads) {
-    for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+    for (int i = 1; i < num_threads; ++i)
+        workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -12,7 +13,8 @@ ThreadPool::~ThreadPool() {
         stop_ = true;
     }
     wake_.notify_all();
-    for (auto& t : workers_) t.join();
+    for (auto& t : workers_)
+        t.join();
 }
 
 namespace {

@@ -14,7 +14,7 @@
 namespace kvscope {
 
 class ThreadPool {
-public:
+  public:
     explicit ThreadPool(int num_threads);
     ~ThreadPool();
     ThreadPool(const ThreadPool&) = delete;
@@ -27,7 +27,7 @@ public:
 
     static constexpr int64_t kMinParallelWork = 1 << 16;
 
-private:
+  private:
     void worker_loop(int index);
 
     std::vector<std::thread> workers_;

@@ -21,22 +21,29 @@ class GgufFile;
 enum class TokenizerKind { kSentencePiece, kGpt2Bpe };
 
 // Token types as GGUF numbers them (tokenizer.ggml.token_type).
-enum class TokenType : int32_t { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
+enum class TokenType : int32_t {
+    kNormal = 1,
+    kUnknown = 2,
+    kControl = 3,
+    kUserDefined = 4,
+    kUnused = 5,
+    kByte = 6
+};
 
 // Everything a tokenizer is built from; what tokenizer.ggml.* holds.
 struct TokenizerVocab {
     TokenizerKind kind = TokenizerKind::kSentencePiece;
     std::vector<std::string> tokens;
-    std::vector<float> scores;           // SentencePiece: merge priority (higher first)
-    std::vector<int32_t> token_types;    // TokenType values; empty: all normal
-    std::vector<std::string> merges;     // BPE: "left right", highest priority first
-    int32_t bos = 1, eos = 2, unk = 0;   // -1 when absent
+    std::vector<float> scores;          // SentencePiece: merge priority (higher first)
+    std::vector<int32_t> token_types;   // TokenType values; empty: all normal
+    std::vector<std::string> merges;    // BPE: "left right", highest priority first
+    int32_t bos = 1, eos = 2, unk = 0;  // -1 when absent
     bool add_bos = true;
     bool add_space_prefix = true;
 };
 
 class Tokenizer {
-public:
+  public:
     virtual ~Tokenizer() = default;
     static Result<std::unique_ptr<Tokenizer>> from_gguf(const GgufFile& file);
     static Result<std::unique_ptr<Tokenizer>> from_vocab(TokenizerVocab vocab);

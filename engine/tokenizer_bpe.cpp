@@ -51,8 +51,8 @@ Cls classify(uint32_t cp) {
         if (cp == ' ' || (cp >= 9 && cp <= 13)) return Cls::kSpace;
         return Cls::kOther;
     }
-    if (cp == 0x85 || cp == 0xa0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 ||
-        cp == 0x202f || cp == 0x205f || cp == 0x3000)
+    if (cp == 0x85 || cp == 0xa0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) ||
+        cp == 0x2028 || cp == 0x2029 || cp == 0x202f || cp == 0x205f || cp == 0x3000)
         return Cls::kSpace;
     return Cls::kLetter;
 }
@@ -61,7 +61,8 @@ Cls classify(uint32_t cp) {
 std::vector<std::string_view> pretokenize(std::string_view s) {
     std::vector<std::string_view> words;
     std::vector<std::pair<uint32_t, size_t>> cps;  // code point, byte offset
-    for (size_t i = 0, len = 0; i < s.size(); i += len) cps.emplace_back(next_codepoint(s, i, len), i);
+    for (size_t i = 0, len = 0; i < s.size(); i += len)
+        cps.emplace_back(next_codepoint(s, i, len), i);
     const size_t n = cps.size();
     auto off = [&](size_t k) { return k < n ? cps[k].second : s.size(); };
     auto cls = [&](size_t k) { return classify(cps[k].first); };
@@ -93,12 +94,14 @@ std::vector<std::string_view> pretokenize(std::string_view s) {
         if (cps[j].first == ' ' && j + 1 < n && cls(j + 1) != Cls::kSpace) ++j;
         if (j < n && cls(j) != Cls::kSpace) {
             Cls c = cls(j);
-            while (j < n && cls(j) == c) ++j;
+            while (j < n && cls(j) == c)
+                ++j;
             k = j;
         } else {
             // Whitespace run: leave the last space to prefix the next word (\s+(?!\S)).
             j = k;
-            while (j < n && cls(j) == Cls::kSpace) ++j;
+            while (j < n && cls(j) == Cls::kSpace)
+                ++j;
             if (j < n && j - k > 1) --j;
             k = j;
         }
@@ -108,9 +111,10 @@ std::vector<std::string_view> pretokenize(std::string_view s) {
 }
 
 class BpeTokenizer : public Tokenizer {
-public:
+  public:
     explicit BpeTokenizer(TokenizerVocab v) : v_(std::move(v)) {
-        for (size_t i = 0; i < v_.tokens.size(); ++i) ids_.emplace(v_.tokens[i], static_cast<int32_t>(i));
+        for (size_t i = 0; i < v_.tokens.size(); ++i)
+            ids_.emplace(v_.tokens[i], static_cast<int32_t>(i));
         for (size_t r = 0; r < v_.merges.size(); ++r) {
             size_t sp = v_.merges[r].find(' ', 1);
             if (sp == std::string::npos) continue;
@@ -119,7 +123,8 @@ public:
         // bytes_to_unicode: printable bytes map to themselves, the rest to 256 + k.
         int k = 0;
         for (int b = 0; b < 256; ++b) {
-            bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+            bool printable =
+                (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
             uint32_t cp = printable ? static_cast<uint32_t>(b) : static_cast<uint32_t>(256 + k++);
             byte_to_unicode_[static_cast<size_t>(b)] = codepoint_utf8(cp);
             unicode_to_byte_[codepoint_utf8(cp)] = static_cast<uint8_t>(b);
@@ -137,7 +142,8 @@ public:
         if (add_bos && v_.bos >= 0) out.push_back(v_.bos);
         for (std::string_view word : pretokenize(text)) {
             std::vector<std::string> parts;
-            for (unsigned char c : word) parts.push_back(byte_to_unicode_[c]);
+            for (unsigned char c : word)
+                parts.push_back(byte_to_unicode_[c]);
             // Repeatedly merge the adjacent pair of lowest rank.
             for (;;) {
                 int best = INT_MAX;
@@ -155,8 +161,10 @@ public:
             }
             for (const std::string& p : parts) {
                 auto it = ids_.find(p);
-                if (it != ids_.end()) out.push_back(it->second);
-                else if (v_.unk >= 0) out.push_back(v_.unk);
+                if (it != ids_.end())
+                    out.push_back(it->second);
+                else if (v_.unk >= 0)
+                    out.push_back(v_.unk);
             }
         }
         return out;
@@ -164,19 +172,22 @@ public:
 
     std::string decode_token(int32_t id) const override {
         if (id < 0 || id >= vocab_size()) return "";
-        if (static_cast<TokenType>(v_.token_types[static_cast<size_t>(id)]) == TokenType::kControl) return "";
+        if (static_cast<TokenType>(v_.token_types[static_cast<size_t>(id)]) == TokenType::kControl)
+            return "";
         const std::string& t = v_.tokens[static_cast<size_t>(id)];
         std::string out;
         for (size_t i = 0, len = 0; i < t.size(); i += len) {
             next_codepoint(t, i, len);
             auto it = unicode_to_byte_.find(t.substr(i, len));
-            if (it != unicode_to_byte_.end()) out += static_cast<char>(it->second);
-            else out += t.substr(i, len);
+            if (it != unicode_to_byte_.end())
+                out += static_cast<char>(it->second);
+            else
+                out += t.substr(i, len);
         }
         return out;
     }
 
-private:
+  private:
     TokenizerVocab v_;
     std::unordered_map<std::string, int32_t> ids_;
     std::unordered_map<std::string, int> ranks_;

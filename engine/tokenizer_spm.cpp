@@ -15,9 +15,10 @@ namespace {
 const std::string kSpace = "\xe2\x96\x81";  // U+2581
 
 class SpmTokenizer : public Tokenizer {
-public:
+  public:
     explicit SpmTokenizer(TokenizerVocab v) : v_(std::move(v)) {
-        for (size_t i = 0; i < v_.tokens.size(); ++i) ids_.emplace(v_.tokens[i], static_cast<int32_t>(i));
+        for (size_t i = 0; i < v_.tokens.size(); ++i)
+            ids_.emplace(v_.tokens[i], static_cast<int32_t>(i));
         byte_ids_.fill(-1);
         for (int b = 0; b < 256; ++b) {
             char name[8];
@@ -40,8 +41,10 @@ public:
         std::string text;
         if (v_.add_space_prefix) text = kSpace;
         for (char c : raw) {
-            if (c == ' ') text += kSpace;
-            else text += c;
+            if (c == ' ')
+                text += kSpace;
+            else
+                text += c;
         }
         // Symbols: one per UTF-8 character, as a doubly linked list.
         struct Symbol {
@@ -61,16 +64,21 @@ public:
             float score;
             size_t len;
         };
-        auto cmp = [](const Bigram& a, const Bigram& b) { return a.score < b.score || (a.score == b.score && a.left > b.left); };
+        auto cmp = [](const Bigram& a, const Bigram& b) {
+            return a.score < b.score || (a.score == b.score && a.left > b.left);
+        };
         std::priority_queue<Bigram, std::vector<Bigram>, decltype(cmp)> queue(cmp);
         auto try_add = [&](int l, int r) {
             if (l < 0 || r < 0) return;
-            std::string piece = text.substr(sym[static_cast<size_t>(l)].start, sym[static_cast<size_t>(l)].len + sym[static_cast<size_t>(r)].len);
+            std::string piece =
+                text.substr(sym[static_cast<size_t>(l)].start,
+                            sym[static_cast<size_t>(l)].len + sym[static_cast<size_t>(r)].len);
             auto it = ids_.find(piece);
             if (it == ids_.end()) return;
             queue.push({l, r, v_.scores[static_cast<size_t>(it->second)], piece.size()});
         };
-        for (size_t i = 1; i < sym.size(); ++i) try_add(static_cast<int>(i) - 1, static_cast<int>(i));
+        for (size_t i = 1; i < sym.size(); ++i)
+            try_add(static_cast<int>(i) - 1, static_cast<int>(i));
         while (!queue.empty()) {
             Bigram b = queue.top();
             queue.pop();
@@ -86,9 +94,11 @@ public:
         }
         // Merges only ever form vocabulary pieces, so a symbol is either a token or a single
         // character outside the vocabulary, which falls back to its bytes.
-        for (int i = 0; i >= 0 && static_cast<size_t>(i) < sym.size(); i = sym[static_cast<size_t>(i)].next) {
+        for (int i = 0; i >= 0 && static_cast<size_t>(i) < sym.size();
+             i = sym[static_cast<size_t>(i)].next) {
             if (sym[static_cast<size_t>(i)].len == 0) continue;
-            resegment(text, sym[static_cast<size_t>(i)].start, sym[static_cast<size_t>(i)].len, out);
+            resegment(text, sym[static_cast<size_t>(i)].start, sym[static_cast<size_t>(i)].len,
+                      out);
         }
         return out;
     }
@@ -100,7 +110,8 @@ public:
         if (type == TokenType::kControl) return "";
         if (type == TokenType::kByte && t.size() == 6 && t.compare(0, 3, "<0x") == 0) {
             unsigned v = 0;
-            if (std::sscanf(t.c_str() + 3, "%2x", &v) == 1) return std::string(1, static_cast<char>(v));
+            if (std::sscanf(t.c_str() + 3, "%2x", &v) == 1)
+                return std::string(1, static_cast<char>(v));
         }
         std::string out;
         for (size_t i = 0; i < t.size();) {
@@ -114,8 +125,9 @@ public:
         return out;
     }
 
-private:
-    void resegment(const std::string& text, size_t start, size_t len, std::vector<int32_t>& out) const {
+  private:
+    void resegment(const std::string& text, size_t start, size_t len,
+                   std::vector<int32_t>& out) const {
         auto it = ids_.find(text.substr(start, len));
         if (it != ids_.end()) {
             out.push_back(it->second);
@@ -123,8 +135,10 @@ private:
         }
         for (size_t k = 0; k < len; ++k) {
             int32_t b = byte_ids_[static_cast<unsigned char>(text[start + k])];
-            if (b >= 0) out.push_back(b);
-            else if (v_.unk >= 0) out.push_back(v_.unk);
+            if (b >= 0)
+                out.push_back(b);
+            else if (v_.unk >= 0)
+                out.push_back(v_.unk);
         }
     }
 

@@ -11,11 +11,16 @@ namespace kvscope {
 
 const char* sequence_state_name(SequenceState s) {
     switch (s) {
-        case SequenceState::kWaiting: return "waiting";
-        case SequenceState::kRunning: return "running";
-        case SequenceState::kSwapped: return "swapped";
-        case SequenceState::kFinished: return "finished";
-        case SequenceState::kRejected: return "rejected";
+        case SequenceState::kWaiting:
+            return "waiting";
+        case SequenceState::kRunning:
+            return "running";
+        case SequenceState::kSwapped:
+            return "swapped";
+        case SequenceState::kFinished:
+            return "finished";
+        case SequenceState::kRejected:
+            return "rejected";
     }
     return "unknown";
 }
@@ -27,9 +32,9 @@ constexpr int64_t kMaxTokensLimit = 1 << 20;
 constexpr int64_t kMaxSamples = 64;
 constexpr size_t kMaxPromptTokens = 1 << 20;
 
-const std::set<std::string> kFields = {"id",          "arrival_step", "prompt", "prompt_ids",
-                                       "max_tokens",  "temperature",  "top_p",  "seed",
-                                       "n"};
+const std::set<std::string> kFields = {"id",         "arrival_step", "prompt",
+                                       "prompt_ids", "max_tokens",   "temperature",
+                                       "top_p",      "seed",         "n"};
 
 Result<Request> parse_line(const std::string& line, const Tokenizer* tokenizer, int32_t vocab_size,
                            size_t index) {
@@ -39,7 +44,8 @@ Result<Request> parse_line(const std::string& line, const Tokenizer* tokenizer, 
     for (auto it = j.begin(); it != j.end(); ++it)
         if (!kFields.count(it.key())) {
             std::string known;
-            for (const auto& f : kFields) known += (known.empty() ? "" : ", ") + f;
+            for (const auto& f : kFields)
+                known += (known.empty() ? "" : ", ") + f;
             return Error{"unknown field '" + it.key() + "' (known: " + known + ")"};
         }
     Request r;
@@ -85,7 +91,8 @@ Result<Request> parse_line(const std::string& line, const Tokenizer* tokenizer, 
             m << "'" << key << "' is " << v << ", must be between 0 and " << hi;
             return Error{m.str()};
         }
-        (std::string(key) == "top_p" ? r.sampling.top_p : r.sampling.temperature) = static_cast<float>(v);
+        (std::string(key) == "top_p" ? r.sampling.top_p : r.sampling.temperature) =
+            static_cast<float>(v);
     }
     bool has_text = j.contains("prompt"), has_ids = j.contains("prompt_ids");
     if (has_text == has_ids) return Error{"give exactly one of 'prompt' (text) and 'prompt_ids'"};
@@ -96,14 +103,16 @@ Result<Request> parse_line(const std::string& line, const Tokenizer* tokenizer, 
         for (const json& t : ids) {
             if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab_size) {
                 std::ostringstream m;
-                m << "'prompt_ids' holds " << t.dump() << ", not a token id between 0 and " << vocab_size - 1;
+                m << "'prompt_ids' holds " << t.dump() << ", not a token id between 0 and "
+                  << vocab_size - 1;
                 return Error{m.str()};
             }
             r.prompt.push_back(static_cast<int32_t>(t.get<int64_t>()));
         }
     } else {
         if (!j["prompt"].is_string()) return Error{"'prompt' must be a string"};
-        if (!tokenizer) return Error{"'prompt' is text but the model has no tokenizer: use 'prompt_ids'"};
+        if (!tokenizer)
+            return Error{"'prompt' is text but the model has no tokenizer: use 'prompt_ids'"};
         r.prompt = tokenizer->encode(j["prompt"].get<std::string>(), tokenizer->wants_bos());
     }
     if (r.prompt.empty()) return Error{"the prompt is empty"};
@@ -127,7 +136,8 @@ Result<std::vector<Request>> parse_workload(std::string_view text, const std::st
         auto r = parse_line(line, tokenizer, vocab_size, out.size());
         if (!r) return Error{name + ":" + std::to_string(line_no) + ": " + r.error().message};
         if (!ids.insert(r->id).second)
-            return Error{name + ":" + std::to_string(line_no) + ": duplicate request id '" + r->id + "'"};
+            return Error{name + ":" + std::to_string(line_no) + ": duplicate request id '" + r->id +
+                         "'"};
         out.push_back(std::move(r).value());
     }
     if (out.empty()) return Error{name + ": no requests in the workload"};
@@ -147,8 +157,10 @@ std::string request_to_json(const Request& r, const std::string& prompt_text) {
     json j;
     j["id"] = r.id;
     j["arrival_step"] = r.arrival_step;
-    if (!prompt_text.empty()) j["prompt"] = prompt_text;
-    else j["prompt_ids"] = r.prompt;
+    if (!prompt_text.empty())
+        j["prompt"] = prompt_text;
+    else
+        j["prompt_ids"] = r.prompt;
     j["max_tokens"] = r.max_tokens;
     j["temperature"] = r.sampling.temperature;
     if (r.sampling.top_p < 1.0f) j["top_p"] = r.sampling.top_p;

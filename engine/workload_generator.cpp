@@ -25,12 +25,14 @@ const char* const kLines[] = {
     "The LORD is my shepherd; I shall not want.",
     "He maketh me to lie down in green pastures: he leadeth me beside the still waters.",
     "To every thing there is a season, and a time to every purpose under the heaven:",
-    "A time to be born, and a time to die; a time to plant, and a time to pluck up that which is planted;",
+    "A time to be born, and a time to die; a time to plant, and a time to pluck up that which is "
+    "planted;",
     "Blessed are the meek: for they shall inherit the earth.",
     "And the LORD spake unto Moses, saying, Speak unto the children of Israel,",
     "Then Jesus answered and said unto them, Verily, verily, I say unto you,",
     "And it came to pass in those days, that there went out a decree from Caesar Augustus,",
-    "Wisdom is the principal thing; therefore get wisdom: and with all thy getting get understanding.",
+    "Wisdom is the principal thing; therefore get wisdom: and with all thy getting get "
+    "understanding.",
     "The heavens declare the glory of God; and the firmament sheweth his handywork.",
     "And he said, Go forth, and stand upon the mount before the LORD.",
     "Let not your heart be troubled: ye believe in God, believe also in me.",
@@ -51,7 +53,8 @@ struct Builder {
     void fill(std::string& text, std::vector<int32_t>& ids, int32_t tokens) {
         if (!tok) {
             for (int32_t i = 0; i < tokens; ++i)
-                ids.push_back(3 + static_cast<int32_t>(rng() % static_cast<uint64_t>(std::max(vocab - 3, 1))));
+                ids.push_back(3 + static_cast<int32_t>(
+                                      rng() % static_cast<uint64_t>(std::max(vocab - 3, 1))));
             return;
         }
         while (static_cast<int32_t>(tok->encode(text, false).size()) < tokens) {

@@ -14,7 +14,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     info.num_blocks = 64;
     kvscope::TimelineState state(info);
     if (kvscope::decode_events(data, size, 0, 1, strings, events, error))
-        for (const auto& e : events) state.apply(e);
+        for (const auto& e : events)
+            state.apply(e);
     std::vector<uint8_t> bytes(data, data + size);
     auto kf = kvscope::TimelineState::deserialize(bytes, error);
     if (kf) (void)kf->serialize();

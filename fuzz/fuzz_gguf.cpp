@@ -13,7 +13,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         volatile uint8_t sink = t.size_bytes ? f->data(t)[t.size_bytes - 1] : 0;
         (void)sink;
     }
-    auto m = kvscope::model_from_gguf(std::make_shared<const kvscope::GgufFile>(std::move(f).value()));
+    auto m =
+        kvscope::model_from_gguf(std::make_shared<const kvscope::GgufFile>(std::move(f).value()));
     if (m && m->tokenizer) (void)m->tokenizer->encode("hello world \xc3\xa9", true);
     return 0;
 }

@@ -9,11 +9,11 @@ namespace kvscope {
 
 namespace {
 constexpr std::array<std::string_view, kNumEventKinds> kKindNames = {
-    "invalid",    "step_begin", "step_end",    "phase",        "request_arrive", "request_finish",
-    "request_reject", "block_alloc", "block_free", "block_share", "cow_copy",   "prefix_hit",
-    "prefix_miss", "block_evict", "token_evict", "preempt",     "swap_out",       "swap_in",
-    "attention_row", "token",     "kernel",      "hbm_sample",   "metric",         "block_hashed",
-    "request_admit",
+    "invalid",        "step_begin",     "step_end",    "phase",         "request_arrive",
+    "request_finish", "request_reject", "block_alloc", "block_free",    "block_share",
+    "cow_copy",       "prefix_hit",     "prefix_miss", "block_evict",   "token_evict",
+    "preempt",        "swap_out",       "swap_in",     "attention_row", "token",
+    "kernel",         "hbm_sample",     "metric",      "block_hashed",  "request_admit",
 };
 }  // namespace
 
@@ -33,12 +33,18 @@ bool event_kind_from_name(std::string_view name, EventKind& out) {
 
 std::string_view phase_name(Phase p) {
     switch (p) {
-        case Phase::kSchedule: return "schedule";
-        case Phase::kPrefill: return "prefill";
-        case Phase::kDecode: return "decode";
-        case Phase::kAttention: return "attention";
-        case Phase::kMlp: return "mlp";
-        case Phase::kSample: return "sample";
+        case Phase::kSchedule:
+            return "schedule";
+        case Phase::kPrefill:
+            return "prefill";
+        case Phase::kDecode:
+            return "decode";
+        case Phase::kAttention:
+            return "attention";
+        case Phase::kMlp:
+            return "mlp";
+        case Phase::kSample:
+            return "sample";
     }
     return "unknown";
 }

@@ -7,7 +7,7 @@
 namespace kvscope {
 
 class Probe {
-public:
+  public:
     virtual ~Probe() = default;
     // Called on the engine thread; must not block on I/O (the recorder queues and returns).
     // The probe assigns seq_no and fills t_ns when it is 0.
@@ -16,11 +16,11 @@ public:
 
 // Fans one stream out to several probes (recorder + live Timeline, say).
 class ProbeFanout : public Probe {
-public:
+  public:
     void add(Probe* p) { probes_[count_++] = p; }
     void emit(Event&& event) override;
 
-private:
+  private:
     Probe* probes_[4] = {};
     int count_ = 0;
 };

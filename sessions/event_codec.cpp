@@ -12,8 +12,12 @@ void put_varint(std::vector<uint8_t>& out, uint64_t v) {
     }
     out.push_back(static_cast<uint8_t>(v));
 }
-uint64_t zigzag(int64_t v) { return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63); }
-int64_t unzigzag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1); }
+uint64_t zigzag(int64_t v) {
+    return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
+}
+int64_t unzigzag(uint64_t v) {
+    return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1);
+}
 
 struct Cursor {
     const uint8_t* p;
@@ -99,7 +103,8 @@ void EventEncoder::add(const Event& e) {
 }
 
 bool decode_events(const uint8_t* data, size_t size, int32_t run, int64_t step,
-                   const std::vector<std::string>& strings, std::vector<Event>& out, std::string& error) {
+                   const std::vector<std::string>& strings, std::vector<Event>& out,
+                   std::string& error) {
     Cursor c{data, data + size};
     uint64_t seq = 0;
     int64_t t = 0;
@@ -142,7 +147,8 @@ bool decode_events(const uint8_t* data, size_t size, int32_t run, int64_t step,
         if (mask & (1u << 9)) {
             if (!c.varint(u)) break;
             if (u == 0 || u >= strings.size()) {
-                error = "event names string " + std::to_string(u) + ", which the session does not have";
+                error =
+                    "event names string " + std::to_string(u) + ", which the session does not have";
                 return false;
             }
             e.text = strings[u];

@@ -22,15 +22,16 @@
 namespace kvscope {
 
 class EventEncoder {
-public:
+  public:
     // intern(text) returns a stable id > 0 for a string.
-    explicit EventEncoder(std::function<uint32_t(const std::string&)> intern) : intern_(std::move(intern)) {}
+    explicit EventEncoder(std::function<uint32_t(const std::string&)> intern)
+        : intern_(std::move(intern)) {}
     void add(const Event& e);
     const std::vector<uint8_t>& bytes() const { return out_; }
     size_t count() const { return count_; }
     void clear();
 
-private:
+  private:
     std::function<uint32_t(const std::string&)> intern_;
     std::vector<uint8_t> out_;
     uint64_t prev_seq_ = 0;
@@ -41,6 +42,7 @@ private:
 // Decodes a blob; strings are looked up in `strings` (index = id). Returns false with `error`
 // set on any malformed or truncated input (never reads past the end).
 bool decode_events(const uint8_t* data, size_t size, int32_t run, int64_t step,
-                   const std::vector<std::string>& strings, std::vector<Event>& out, std::string& error);
+                   const std::vector<std::string>& strings, std::vector<Event>& out,
+                   std::string& error);
 
 }  // namespace kvscope

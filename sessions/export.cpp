@@ -25,26 +25,50 @@ Status export_perfetto(SessionReader& reader, const std::string& out_path) {
     auto us = [&](int64_t ns) { return static_cast<double>(ns - t0) / 1000.0; };
     json events = json::array();
     const int pid = 1, tid_steps = 1, tid_phases = 2;
-    events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"args", {{"name", "kvscope " + reader.info().backend}}}});
-    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", tid_steps}, {"args", {{"name", "engine steps"}}}});
-    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", tid_phases}, {"args", {{"name", "phases"}}}});
+    events.push_back({{"ph", "M"},
+                      {"name", "process_name"},
+                      {"pid", pid},
+                      {"args", {{"name", "kvscope " + reader.info().backend}}}});
+    events.push_back({{"ph", "M"},
+                      {"name", "thread_name"},
+                      {"pid", pid},
+                      {"tid", tid_steps},
+                      {"args", {{"name", "engine steps"}}}});
+    events.push_back({{"ph", "M"},
+                      {"name", "thread_name"},
+                      {"pid", pid},
+                      {"tid", tid_phases},
+                      {"args", {{"name", "phases"}}}});
     for (const StepSummary& s : steps) {
         int64_t dur_ns = static_cast<int64_t>(s.step_seconds * 1e9);
-        events.push_back({{"ph", "X"}, {"name", "step " + std::to_string(s.step)}, {"pid", pid}, {"tid", tid_steps},
-                          {"ts", us(s.t_begin_ns)}, {"dur", static_cast<double>(dur_ns) / 1000.0},
-                          {"args", {{"prefill_tokens", s.prefill_tokens}, {"decode_tokens", s.decode_tokens},
-                                    {"running", s.running}, {"waiting", s.waiting}, {"swapped", s.swapped}}}});
+        events.push_back({{"ph", "X"},
+                          {"name", "step " + std::to_string(s.step)},
+                          {"pid", pid},
+                          {"tid", tid_steps},
+                          {"ts", us(s.t_begin_ns)},
+                          {"dur", static_cast<double>(dur_ns) / 1000.0},
+                          {"args",
+                           {{"prefill_tokens", s.prefill_tokens},
+                            {"decode_tokens", s.decode_tokens},
+                            {"running", s.running},
+                            {"waiting", s.waiting},
+                            {"swapped", s.swapped}}}});
         // Phases run one after the other inside a step.
         int64_t at = s.t_begin_ns;
         for (int p = 0; p < 6; ++p) {
             if (s.phase_ns[p] <= 0) continue;
-            events.push_back({{"ph", "X"}, {"name", std::string(phase_name(static_cast<Phase>(p)))}, {"pid", pid},
-                              {"tid", tid_phases}, {"ts", us(at)}, {"dur", static_cast<double>(s.phase_ns[p]) / 1000.0}});
+            events.push_back({{"ph", "X"},
+                              {"name", std::string(phase_name(static_cast<Phase>(p)))},
+                              {"pid", pid},
+                              {"tid", tid_phases},
+                              {"ts", us(at)},
+                              {"dur", static_cast<double>(s.phase_ns[p]) / 1000.0}});
             at += s.phase_ns[p];
         }
         double ts = us(s.t_begin_ns);
         auto counter = [&](const char* name, double v) {
-            events.push_back({{"ph", "C"}, {"name", name}, {"pid", pid}, {"ts", ts}, {"args", {{"value", v}}}});
+            events.push_back(
+                {{"ph", "C"}, {"name", name}, {"pid", pid}, {"ts", ts}, {"args", {{"value", v}}}});
         };
         counter("blocks_used", s.blocks_used);
         counter("blocks_cached", s.blocks_cached);
@@ -54,36 +78,50 @@ Status export_perfetto(SessionReader& reader, const std::string& out_path) {
         counter("running", s.running);
     }
     // GPU kernels and bandwidth samples, when the run had them.
-    auto gpu = reader.events(reader.first_step(), reader.last_step(), {EventKind::kKernel, EventKind::kHbmSample});
+    auto gpu = reader.events(reader.first_step(), reader.last_step(),
+                             {EventKind::kKernel, EventKind::kHbmSample});
     if (!gpu) return gpu.error();
     for (const Event& e : gpu.value()) {
         if (e.kind == EventKind::kKernel) {
-            events.push_back({{"ph", "X"}, {"name", e.text}, {"pid", 2}, {"tid", e.c}, {"ts", us(e.t_ns)},
+            events.push_back({{"ph", "X"},
+                              {"name", e.text},
+                              {"pid", 2},
+                              {"tid", e.c},
+                              {"ts", us(e.t_ns)},
                               {"dur", static_cast<double>(e.wide - e.t_ns) / 1000.0},
                               {"args", {{"grid", e.a}, {"block", e.b}, {"step", e.step}}}});
         } else {
             double secs = static_cast<double>(e.wide - e.t_ns) / 1e9;
-            events.push_back({{"ph", "C"}, {"name", "hbm_bandwidth_GBps"}, {"pid", 2}, {"ts", us(e.t_ns)},
+            events.push_back({{"ph", "C"},
+                              {"name", "hbm_bandwidth_GBps"},
+                              {"pid", 2},
+                              {"ts", us(e.t_ns)},
                               {"args", {{"value", secs > 0 ? e.value / secs / 1e9 : 0.0}}}});
         }
     }
-    json doc = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"},
-                {"otherData", {{"session", reader.path()}, {"num_blocks", reader.info().num_blocks},
-                               {"block_size", reader.info().block_size}}}};
+    json doc = {{"traceEvents", std::move(events)},
+                {"displayTimeUnit", "ms"},
+                {"otherData",
+                 {{"session", reader.path()},
+                  {"num_blocks", reader.info().num_blocks},
+                  {"block_size", reader.info().block_size}}}};
     return write_text(out_path, doc.dump());
 }
 
 Status export_csv(SessionReader& reader, const std::string& out_path) {
     std::string out =
-        "step,t_begin_ns,step_seconds,running,waiting,swapped,prefill_tokens,decode_tokens,blocks_used,"
-        "blocks_cached,fragmentation,internal_fragmentation,external_fragmentation,utilization,prefix_hit_rate\n";
+        "step,t_begin_ns,step_seconds,running,waiting,swapped,prefill_tokens,decode_tokens,blocks_"
+        "used,"
+        "blocks_cached,fragmentation,internal_fragmentation,external_fragmentation,utilization,"
+        "prefix_hit_rate\n";
     char line[512];
     for (const StepSummary& s : reader.steps()) {
-        std::snprintf(line, sizeof line, "%lld,%lld,%.9g,%d,%d,%d,%d,%d,%d,%d,%.9g,%.9g,%.9g,%.9g,%.9g\n",
-                      static_cast<long long>(s.step), static_cast<long long>(s.t_begin_ns), s.step_seconds, s.running,
-                      s.waiting, s.swapped, s.prefill_tokens, s.decode_tokens, s.blocks_used, s.blocks_cached,
-                      s.fragmentation, s.internal_fragmentation, s.external_fragmentation, s.utilization,
-                      s.prefix_hit_rate);
+        std::snprintf(
+            line, sizeof line, "%lld,%lld,%.9g,%d,%d,%d,%d,%d,%d,%d,%.9g,%.9g,%.9g,%.9g,%.9g\n",
+            static_cast<long long>(s.step), static_cast<long long>(s.t_begin_ns), s.step_seconds,
+            s.running, s.waiting, s.swapped, s.prefill_tokens, s.decode_tokens, s.blocks_used,
+            s.blocks_cached, s.fragmentation, s.internal_fragmentation, s.external_fragmentation,
+            s.utilization, s.prefix_hit_rate);
         out += line;
     }
     return write_text(out_path, out);

@@ -45,33 +45,36 @@ Result<std::unique_ptr<Recorder>> Recorder::create(const std::string& path, cons
     auto opened = SqliteDb::open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
     if (!opened) return opened.error();
     d.db = std::move(opened).value();
-    for (const char* sql : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL",
-                            "PRAGMA page_size=8192"}) {
+    for (const char* sql :
+         {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA page_size=8192"}) {
         if (Status s = d.db.exec(sql); !s) return s.error();
     }
     if (Status s = d.db.exec("BEGIN"); !s) return s.error();
     if (Status s = d.db.exec(kSessionSchemaSql); !s) return s.error();
-    nlohmann::json run = {{"num_blocks", info.num_blocks}, {"block_size", info.block_size},
-                          {"allocator", info.allocator}, {"model", info.model},
-                          {"backend", info.backend},     {"n_layers", info.n_layers},
-                          {"n_heads", info.n_heads},     {"n_kv_heads", info.n_kv_heads},
-                          {"head_dim", info.head_dim},   {"vocab_size", info.vocab_size},
-                          {"weight_bytes", info.weight_bytes}, {"kv_bytes_per_block", info.kv_bytes_per_block},
-                          {"options", info.options_json}};
+    nlohmann::json run = {
+        {"num_blocks", info.num_blocks},     {"block_size", info.block_size},
+        {"allocator", info.allocator},       {"model", info.model},
+        {"backend", info.backend},           {"n_layers", info.n_layers},
+        {"n_heads", info.n_heads},           {"n_kv_heads", info.n_kv_heads},
+        {"head_dim", info.head_dim},         {"vocab_size", info.vocab_size},
+        {"weight_bytes", info.weight_bytes}, {"kv_bytes_per_block", info.kv_bytes_per_block},
+        {"options", info.options_json}};
     auto meta = d.db.prepare("INSERT INTO meta(key, value) VALUES(?, ?)");
     if (!meta) return meta.error();
-    for (auto [k, v] : {std::pair<std::string, std::string>{"format", kSessionFormat},
-                        {"kvscope_version", "0.1.0"},
-                        {"run", run.dump()},
-                        {"created_unix", std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
-                                             std::chrono::system_clock::now().time_since_epoch())
-                                             .count())}}) {
+    for (auto [k, v] :
+         {std::pair<std::string, std::string>{"format", kSessionFormat},
+          {"kvscope_version", "0.1.0"},
+          {"run", run.dump()},
+          {"created_unix", std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                                              std::chrono::system_clock::now().time_since_epoch())
+                                              .count())}}) {
         meta->bind_text(1, k);
         meta->bind_text(2, v);
         if (Status s = meta->step_done(); !s) return s.error();
         meta->reset();
     }
-    if (Status s = d.db.exec("PRAGMA user_version=" + std::to_string(kSessionSchemaVersion)); !s) return s.error();
+    if (Status s = d.db.exec("PRAGMA user_version=" + std::to_string(kSessionSchemaVersion)); !s)
+        return s.error();
     if (Status s = d.db.exec("COMMIT"); !s) return s.error();
     auto prep = [&](SqliteStatement& st, const char* sql) -> Status {
         auto p = d.db.prepare(sql);
@@ -79,13 +82,17 @@ Result<std::unique_ptr<Recorder>> Recorder::create(const std::string& path, cons
         st = std::move(p).value();
         return {};
     };
-    if (Status s = prep(d.insert_step,
-                        "INSERT INTO step VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+    if (Status s =
+            prep(d.insert_step,
+                 "INSERT INTO step VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
         !s)
         return s.error();
-    if (Status s = prep(d.insert_keyframe, "INSERT OR REPLACE INTO keyframe VALUES(?,?,?)"); !s) return s.error();
+    if (Status s = prep(d.insert_keyframe, "INSERT OR REPLACE INTO keyframe VALUES(?,?,?)"); !s)
+        return s.error();
     if (Status s = prep(d.insert_string, "INSERT INTO strings VALUES(?,?)"); !s) return s.error();
-    if (Status s = prep(d.insert_attention, "INSERT INTO attention(step, request, layer, head, qpos, format, probs) VALUES(?,?,?,?,?,?,?)");
+    if (Status s = prep(d.insert_attention,
+                        "INSERT INTO attention(step, request, layer, head, qpos, format, probs) "
+                        "VALUES(?,?,?,?,?,?,?)");
         !s)
         return s.error();
     r->state_ = TimelineState(info);
@@ -93,7 +100,9 @@ Result<std::unique_ptr<Recorder>> Recorder::create(const std::string& path, cons
     return r;
 }
 
-Recorder::~Recorder() { (void)close(); }
+Recorder::~Recorder() {
+    (void)close();
+}
 
 void Recorder::emit(Event&& event) {
     if (event.seq_no == 0) event.seq_no = next_seq_++;
@@ -130,7 +139,9 @@ Status Recorder::close() {
     return error_;
 }
 
-uint64_t Recorder::events_written() const { return written_; }
+uint64_t Recorder::events_written() const {
+    return written_;
+}
 
 void Recorder::writer_loop() {
     std::vector<Event> batch;
@@ -235,7 +246,8 @@ Status Recorder::write_step(std::vector<Event>& events) {
     st.bind_double(i++, sum.utilization);
     st.bind_double(i++, sum.prefix_hit_rate);
     st.bind_double(i++, sum.step_seconds);
-    for (int64_t ns : sum.phase_ns) st.bind_int(i++, ns);
+    for (int64_t ns : sum.phase_ns)
+        st.bind_int(i++, ns);
     st.bind_blob(i++, d.encoder.bytes().data(), d.encoder.bytes().size());
     if (Status s = st.step_done(); !s) return s;
     st.reset();

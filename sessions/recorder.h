@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "probes/result.h"
 #include "probes/probe.h"
+#include "probes/result.h"
 #include "sessions/timeline_state.h"
 
 namespace kvscope {
@@ -27,7 +27,7 @@ struct RecorderOptions {
 };
 
 class Recorder : public Probe {
-public:
+  public:
     // Creates (or replaces) `path` and writes the run's metadata.
     static Result<std::unique_ptr<Recorder>> create(const std::string& path, const RunInfo& info,
                                                     const RecorderOptions& options = {});
@@ -42,7 +42,7 @@ public:
     uint64_t events_written() const;
     const std::string& path() const { return path_; }
 
-private:
+  private:
     struct Db;
     Recorder(std::string path, const RecorderOptions& options);
     void writer_loop();

@@ -37,7 +37,8 @@ CheckReport check_session(const std::string& path) {
     TimelineState state(r.info());
     size_t next_keyframe = 0;
     for (const StepSummary& s : r.steps()) {
-        if (s.step <= prev_step) rep.problems.push_back("step " + std::to_string(s.step) + " is out of order");
+        if (s.step <= prev_step)
+            rep.problems.push_back("step " + std::to_string(s.step) + " is out of order");
         prev_step = s.step;
         auto events = r.events(s.step, s.step);
         if (!events) {
@@ -46,23 +47,29 @@ CheckReport check_session(const std::string& path) {
         }
         rep.events += static_cast<int64_t>(events->size());
         if (static_cast<int32_t>(events->size()) != s.n_events)
-            rep.problems.push_back("step " + std::to_string(s.step) + ": says " + std::to_string(s.n_events) +
-                                   " events, holds " + std::to_string(events->size()));
+            rep.problems.push_back("step " + std::to_string(s.step) + ": says " +
+                                   std::to_string(s.n_events) + " events, holds " +
+                                   std::to_string(events->size()));
         for (const Event& e : *events) {
             if (e.seq_no != expect_seq) {
-                rep.problems.push_back("step " + std::to_string(s.step) + ": event " + std::to_string(e.seq_no) +
-                                       " follows " + std::to_string(expect_seq - 1) + " (events lost or reordered)");
+                rep.problems.push_back(
+                    "step " + std::to_string(s.step) + ": event " + std::to_string(e.seq_no) +
+                    " follows " + std::to_string(expect_seq - 1) + " (events lost or reordered)");
                 expect_seq = e.seq_no;
             }
             ++expect_seq;
             state.apply(e);
         }
-        if (!events->empty() && (events->front().seq_no != s.first_seq || events->back().seq_no != s.last_seq))
-            rep.problems.push_back("step " + std::to_string(s.step) + ": sequence range does not match its events");
-        while (next_keyframe < r.keyframes().size() && r.keyframes()[next_keyframe].first <= s.step) {
+        if (!events->empty() &&
+            (events->front().seq_no != s.first_seq || events->back().seq_no != s.last_seq))
+            rep.problems.push_back("step " + std::to_string(s.step) +
+                                   ": sequence range does not match its events");
+        while (next_keyframe < r.keyframes().size() &&
+               r.keyframes()[next_keyframe].first <= s.step) {
             auto [kstep, kseq] = r.keyframes()[next_keyframe++];
             if (kstep != s.step) {
-                rep.problems.push_back("keyframe at step " + std::to_string(kstep) + " has no step row");
+                rep.problems.push_back("keyframe at step " + std::to_string(kstep) +
+                                       " has no step row");
                 continue;
             }
             auto blob = r.keyframe_blob(kstep);

@@ -50,15 +50,19 @@ Result<std::unique_ptr<SessionReader>> SessionReader::open(const std::string& pa
 
     auto version = d.prepare("PRAGMA user_version");
     if (!version) return Error{path + ": not a readable SQLite database (corrupt or truncated?)"};
-    if (!version->next(err)) return Error{path + ": corrupt database: " + (err.ok() ? "no version" : err.error().message)};
+    if (!version->next(err))
+        return Error{path +
+                     ": corrupt database: " + (err.ok() ? "no version" : err.error().message)};
     r->schema_version_ = static_cast<int32_t>(version->column_int(0));
     for (const char* table : kRequiredTables) {
-        auto q = d.prepare(std::string("SELECT 1 FROM sqlite_master WHERE type='table' AND name='") + table + "'");
+        auto q = d.prepare(
+            std::string("SELECT 1 FROM sqlite_master WHERE type='table' AND name='") + table + "'");
         if (!q) return Error{path + ": corrupt database (cannot read its table list)"};
         if (!q->next(err)) {
             if (!err.ok()) return Error{path + ": corrupt database: " + err.error().message};
             if (r->schema_version_ == 0 && std::string(table) == "meta")
-                return Error{path + ": not a kvscope session (an SQLite file without kvscope tables)"};
+                return Error{path +
+                             ": not a kvscope session (an SQLite file without kvscope tables)"};
             return Error{path + ": session is missing its '" + table + "' table"};
         }
     }
@@ -71,16 +75,19 @@ Result<std::unique_ptr<SessionReader>> SessionReader::open(const std::string& pa
         if (k == "run") run_json = meta->column_text(1);
     }
     if (!err.ok()) return Error{path + ": corrupt database: " + err.error().message};
-    if (format != kSessionFormat) return Error{path + ": not a kvscope session (meta.format is '" + format + "')"};
+    if (format != kSessionFormat)
+        return Error{path + ": not a kvscope session (meta.format is '" + format + "')"};
     if (r->schema_version_ > kSessionSchemaVersion)
         return Error{path + ": session schema version " + std::to_string(r->schema_version_) +
-                     " is newer than this kvscope understands (" + std::to_string(kSessionSchemaVersion) +
-                     "); open it with a newer kvscope"};
+                     " is newer than this kvscope understands (" +
+                     std::to_string(kSessionSchemaVersion) + "); open it with a newer kvscope"};
     if (r->schema_version_ < 1) return Error{path + ": session has no schema version (corrupt?)"};
-    if (Status s = migrate(d, r->schema_version_); !s) return Error{path + ": " + s.error().message};
+    if (Status s = migrate(d, r->schema_version_); !s)
+        return Error{path + ": " + s.error().message};
 
     nlohmann::json run = nlohmann::json::parse(run_json, nullptr, false);
-    if (run.is_discarded() || !run.is_object()) return Error{path + ": session run info is not valid JSON"};
+    if (run.is_discarded() || !run.is_object())
+        return Error{path + ": session run info is not valid JSON"};
     try {
         RunInfo& i = r->info_;
         i.num_blocks = run.at("num_blocks").get<int32_t>();
@@ -96,7 +103,8 @@ Result<std::unique_ptr<SessionReader>> SessionReader::open(const std::string& pa
         i.options_json = run.value("options", "");
         i.weight_bytes = run.value("weight_bytes", int64_t{0});
         i.kv_bytes_per_block = run.value("kv_bytes_per_block", int64_t{0});
-        if (i.num_blocks < 0 || i.num_blocks > (1 << 26) || i.block_size <= 0 || i.block_size > 65536)
+        if (i.num_blocks < 0 || i.num_blocks > (1 << 26) || i.block_size <= 0 ||
+            i.block_size > 65536)
             return Error{path + ": session run info has absurd pool dimensions"};
     } catch (const std::exception& e) {
         return Error{path + ": session run info is incomplete: " + e.what()};
@@ -110,7 +118,9 @@ Result<std::unique_ptr<SessionReader>> SessionReader::open(const std::string& pa
     return r;
 }
 
-Status SessionReader::refresh() { return load_tail(); }
+Status SessionReader::refresh() {
+    return load_tail();
+}
 
 Status SessionReader::load_tail() {
     SqliteDb& d = impl_->db;
@@ -120,15 +130,19 @@ Status SessionReader::load_tail() {
     strings->bind_int(1, static_cast<int64_t>(strings_.size()));
     while (strings->next(err)) {
         auto id = strings->column_int(0);
-        if (id != static_cast<int64_t>(strings_.size())) return Error{path_ + ": session string table has gaps"};
+        if (id != static_cast<int64_t>(strings_.size()))
+            return Error{path_ + ": session string table has gaps"};
         strings_.push_back(strings->column_text(1));
     }
     if (!err.ok()) return Error{path_ + ": corrupt database: " + err.error().message};
 
     auto steps = d.prepare(
-        "SELECT step, first_seq, last_seq, t_begin_ns, t_end_ns, n_events, running, waiting, swapped, "
-        "prefill_tokens, decode_tokens, blocks_used, blocks_cached, fragmentation, internal_fragmentation, "
-        "external_fragmentation, utilization, prefix_hit_rate, step_seconds, schedule_ns, prefill_ns, "
+        "SELECT step, first_seq, last_seq, t_begin_ns, t_end_ns, n_events, running, waiting, "
+        "swapped, "
+        "prefill_tokens, decode_tokens, blocks_used, blocks_cached, fragmentation, "
+        "internal_fragmentation, "
+        "external_fragmentation, utilization, prefix_hit_rate, step_seconds, schedule_ns, "
+        "prefill_ns, "
         "decode_ns, attention_ns, mlp_ns, sample_ns FROM step WHERE step > ? ORDER BY step");
     if (!steps) return Error{path_ + ": session 'step' table has the wrong columns"};
     steps->bind_int(1, last_step());
@@ -154,7 +168,8 @@ Status SessionReader::load_tail() {
         s.utilization = steps->column_double(c++);
         s.prefix_hit_rate = steps->column_double(c++);
         s.step_seconds = steps->column_double(c++);
-        for (int64_t& ns : s.phase_ns) ns = steps->column_int(c++);
+        for (int64_t& ns : s.phase_ns)
+            ns = steps->column_int(c++);
         steps_.push_back(s);
     }
     if (!err.ok()) return Error{path_ + ": corrupt database: " + err.error().message};
@@ -162,7 +177,8 @@ Status SessionReader::load_tail() {
     auto kf = d.prepare("SELECT step, seq FROM keyframe WHERE step > ? ORDER BY step");
     if (!kf) return kf.error();
     kf->bind_int(1, keyframes_.empty() ? -1 : keyframes_.back().first);
-    while (kf->next(err)) keyframes_.emplace_back(kf->column_int(0), static_cast<uint64_t>(kf->column_int(1)));
+    while (kf->next(err))
+        keyframes_.emplace_back(kf->column_int(0), static_cast<uint64_t>(kf->column_int(1)));
     if (!err.ok()) return Error{path_ + ": corrupt database: " + err.error().message};
 
     return {};
@@ -183,7 +199,8 @@ Status SessionReader::apply_steps(TimelineState& state, int64_t after, int64_t u
         std::string msg;
         if (!decode_events(blob, n, 0, step, strings_, events, msg))
             return Error{path_ + ": step " + std::to_string(step) + ": " + msg};
-        for (const Event& e : events) state.apply(e);
+        for (const Event& e : events)
+            state.apply(e);
         state.step = std::max(state.step, step);
     }
     q.reset();
@@ -194,7 +211,8 @@ Status SessionReader::apply_steps(TimelineState& state, int64_t after, int64_t u
 Result<const TimelineState*> SessionReader::state_at(int64_t step) {
     step = std::clamp<int64_t>(step, -1, std::max<int64_t>(last_step(), -1));
     // The keyframe at or before `step`.
-    auto kf = std::upper_bound(keyframes_.begin(), keyframes_.end(), std::make_pair(step, UINT64_MAX));
+    auto kf =
+        std::upper_bound(keyframes_.begin(), keyframes_.end(), std::make_pair(step, UINT64_MAX));
     int64_t kf_step = kf == keyframes_.begin() ? -1 : std::prev(kf)->first;
     bool continue_cursor = cursor_ && cursor_->step <= step && cursor_->step >= kf_step;
     if (cursor_ && cursor_->step == step) return &*cursor_;
@@ -206,9 +224,11 @@ Result<const TimelineState*> SessionReader::state_at(int64_t step) {
             if (!blob) return blob.error();
             std::string msg;
             auto s = TimelineState::deserialize(blob.value(), msg);
-            if (!s) return Error{path_ + ": keyframe at step " + std::to_string(kf_step) + ": " + msg};
+            if (!s)
+                return Error{path_ + ": keyframe at step " + std::to_string(kf_step) + ": " + msg};
             if (static_cast<int32_t>(s->blocks.size()) != info_.num_blocks)
-                return Error{path_ + ": keyframe at step " + std::to_string(kf_step) + " does not match the pool size"};
+                return Error{path_ + ": keyframe at step " + std::to_string(kf_step) +
+                             " does not match the pool size"};
             s->info = info_;
             cursor_ = std::move(*s);
         }
@@ -226,14 +246,17 @@ Result<std::vector<uint8_t>> SessionReader::keyframe_blob(int64_t step) {
     if (!q) return q.error();
     q->bind_int(1, step);
     Status err;
-    if (!q->next(err)) return Error{path_ + ": keyframe at step " + std::to_string(step) + " is missing"};
+    if (!q->next(err))
+        return Error{path_ + ": keyframe at step " + std::to_string(step) + " is missing"};
     size_t n = 0;
     const uint8_t* p = q->column_blob(0, n);
     return std::vector<uint8_t>(p, p + n);
 }
 
-Result<std::vector<Event>> SessionReader::events(int64_t first, int64_t last, const std::vector<EventKind>& kinds) {
-    auto q = impl_->db.prepare("SELECT step, events FROM step WHERE step >= ? AND step <= ? ORDER BY step");
+Result<std::vector<Event>> SessionReader::events(int64_t first, int64_t last,
+                                                 const std::vector<EventKind>& kinds) {
+    auto q = impl_->db.prepare(
+        "SELECT step, events FROM step WHERE step >= ? AND step <= ? ORDER BY step");
     if (!q) return q.error();
     q->bind_int(1, first);
     q->bind_int(2, last);
@@ -248,16 +271,18 @@ Result<std::vector<Event>> SessionReader::events(int64_t first, int64_t last, co
         if (!decode_events(blob, n, 0, step, strings_, step_events, msg))
             return Error{path_ + ": step " + std::to_string(step) + ": " + msg};
         for (Event& e : step_events)
-            if (kinds.empty() || std::find(kinds.begin(), kinds.end(), e.kind) != kinds.end()) out.push_back(std::move(e));
+            if (kinds.empty() || std::find(kinds.begin(), kinds.end(), e.kind) != kinds.end())
+                out.push_back(std::move(e));
     }
     if (!err.ok()) return Error{path_ + ": corrupt database: " + err.error().message};
     return out;
 }
 
-Result<std::vector<AttentionRow>> SessionReader::attention(int32_t request, int32_t layer, int32_t head,
-                                                           int64_t up_to_step) {
+Result<std::vector<AttentionRow>> SessionReader::attention(int32_t request, int32_t layer,
+                                                           int32_t head, int64_t up_to_step) {
     auto q = impl_->db.prepare(
-        "SELECT step, qpos, probs FROM attention WHERE request = ? AND layer = ? AND head = ? AND step <= ? "
+        "SELECT step, qpos, probs FROM attention WHERE request = ? AND layer = ? AND head = ? AND "
+        "step <= ? "
         "ORDER BY qpos");
     if (!q) return q.error();
     q->bind_int(1, request);

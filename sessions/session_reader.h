@@ -23,7 +23,7 @@ struct AttentionRow {
 };
 
 class SessionReader {
-public:
+  public:
     // Refuses files that are not sessions, newer schema versions, and missing tables, with a
     // message saying which.
     static Result<std::unique_ptr<SessionReader>> open(const std::string& path);
@@ -43,15 +43,17 @@ public:
     // State at the end of `step` (clamped into the run). Errors for corrupt data.
     Result<const TimelineState*> state_at(int64_t step);
     // Events of the steps in [first, last], of the given kinds (all kinds when empty).
-    Result<std::vector<Event>> events(int64_t first, int64_t last, const std::vector<EventKind>& kinds = {});
+    Result<std::vector<Event>> events(int64_t first, int64_t last,
+                                      const std::vector<EventKind>& kinds = {});
     // Captured attention rows of one request / layer / head, up to `step`.
-    Result<std::vector<AttentionRow>> attention(int32_t request, int32_t layer, int32_t head, int64_t up_to_step);
+    Result<std::vector<AttentionRow>> attention(int32_t request, int32_t layer, int32_t head,
+                                                int64_t up_to_step);
     // Keyframes as (step, seq) pairs.
     const std::vector<std::pair<int64_t, uint64_t>>& keyframes() const { return keyframes_; }
     Result<std::vector<uint8_t>> keyframe_blob(int64_t step);
     const std::vector<std::string>& strings() const { return strings_; }
 
-private:
+  private:
     struct Impl;
     SessionReader();
     Status apply_steps(TimelineState& state, int64_t after, int64_t up_to);

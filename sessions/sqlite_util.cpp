@@ -11,12 +11,15 @@ SqliteStatement& SqliteStatement::operator=(SqliteStatement&& o) noexcept {
     return *this;
 }
 
-SqliteStatement::~SqliteStatement() { sqlite3_finalize(stmt_); }
+SqliteStatement::~SqliteStatement() {
+    sqlite3_finalize(stmt_);
+}
 
 bool SqliteStatement::next(Status& error) {
     int rc = sqlite3_step(stmt_);
     if (rc == SQLITE_ROW) return true;
-    if (rc != SQLITE_DONE) error = Error{std::string("database error: ") + sqlite3_errmsg(sqlite3_db_handle(stmt_))};
+    if (rc != SQLITE_DONE)
+        error = Error{std::string("database error: ") + sqlite3_errmsg(sqlite3_db_handle(stmt_))};
     return false;
 }
 
@@ -29,7 +32,8 @@ Status SqliteStatement::step_done() {
 std::string SqliteStatement::column_text(int i) const {
     const unsigned char* t = sqlite3_column_text(stmt_, i);
     int n = sqlite3_column_bytes(stmt_, i);
-    return t ? std::string(reinterpret_cast<const char*>(t), static_cast<size_t>(n)) : std::string();
+    return t ? std::string(reinterpret_cast<const char*>(t), static_cast<size_t>(n))
+             : std::string();
 }
 
 const uint8_t* SqliteStatement::column_blob(int i, size_t& size) const {
@@ -48,7 +52,9 @@ SqliteDb& SqliteDb::operator=(SqliteDb&& o) noexcept {
     return *this;
 }
 
-SqliteDb::~SqliteDb() { sqlite3_close_v2(db_); }
+SqliteDb::~SqliteDb() {
+    sqlite3_close_v2(db_);
+}
 
 Result<SqliteDb> SqliteDb::open(const std::string& path, int flags) {
     SqliteDb d;
@@ -78,7 +84,8 @@ Status SqliteDb::exec(const std::string& sql) {
 
 Result<SqliteStatement> SqliteDb::prepare(const std::string& sql) {
     sqlite3_stmt* s = nullptr;
-    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &s, nullptr) != SQLITE_OK) return error("cannot prepare a query");
+    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &s, nullptr) != SQLITE_OK)
+        return error("cannot prepare a query");
     return SqliteStatement(s);
 }
 

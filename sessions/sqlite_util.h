@@ -11,7 +11,7 @@
 namespace kvscope {
 
 class SqliteStatement {
-public:
+  public:
     SqliteStatement() = default;
     explicit SqliteStatement(sqlite3_stmt* s) : stmt_(s) {}
     SqliteStatement(SqliteStatement&& o) noexcept : stmt_(o.stmt_) { o.stmt_ = nullptr; }
@@ -40,12 +40,12 @@ public:
     const uint8_t* column_blob(int i, size_t& size) const;
     sqlite3_stmt* get() const { return stmt_; }
 
-private:
+  private:
     sqlite3_stmt* stmt_ = nullptr;
 };
 
 class SqliteDb {
-public:
+  public:
     SqliteDb() = default;
     SqliteDb(SqliteDb&& o) noexcept : db_(o.db_), path_(std::move(o.path_)) { o.db_ = nullptr; }
     SqliteDb& operator=(SqliteDb&& o) noexcept;
@@ -58,7 +58,7 @@ public:
     const std::string& path() const { return path_; }
     Error error(const std::string& what) const;
 
-private:
+  private:
     sqlite3* db_ = nullptr;
     std::string path_;
 };

@@ -8,12 +8,17 @@ nlohmann::json state_to_json(const TimelineState& s, int64_t steps_total) {
     j["steps_total"] = steps_total;
     int32_t used = s.blocks_used(), cached = s.blocks_cached();
     auto total = static_cast<int32_t>(s.blocks.size());
-    j["pool"] = {{"total", total}, {"used", used}, {"free", total - used}, {"cached", cached},
-                 {"block_size", s.info.block_size}, {"allocator", s.info.allocator}};
+    j["pool"] = {{"total", total},
+                 {"used", used},
+                 {"free", total - used},
+                 {"cached", cached},
+                 {"block_size", s.info.block_size},
+                 {"allocator", s.info.allocator}};
     nlohmann::json reqs = nlohmann::json::array();
     for (const auto& [i, r] : s.requests) {
         std::string text;
-        for (size_t k = static_cast<size_t>(r.prompt_len); k < r.token_text.size(); ++k) text += r.token_text[k];
+        for (size_t k = static_cast<size_t>(r.prompt_len); k < r.token_text.size(); ++k)
+            text += r.token_text[k];
         reqs.push_back({{"id", r.name},
                         {"index", r.index},
                         {"state", request_phase_name(r.phase)},

@@ -26,15 +26,23 @@ void summarize_step(const std::vector<Event>& events, StepSummary& s) {
                 if (e.a >= 0 && e.a < 6) s.phase_ns[e.a] += e.wide;
                 break;
             case EventKind::kMetric:
-                if (e.text == "blocks_used") s.blocks_used = static_cast<int32_t>(e.value);
-                else if (e.text == "blocks_cached") s.blocks_cached = static_cast<int32_t>(e.value);
-                else if (e.text == "fragmentation") s.fragmentation = e.value;
-                else if (e.text == "internal_fragmentation") s.internal_fragmentation = e.value;
-                else if (e.text == "external_fragmentation") s.external_fragmentation = e.value;
-                else if (e.text == "utilization") s.utilization = e.value;
-                else if (e.text == "prefix_hit_rate") s.prefix_hit_rate = e.value;
+                if (e.text == "blocks_used")
+                    s.blocks_used = static_cast<int32_t>(e.value);
+                else if (e.text == "blocks_cached")
+                    s.blocks_cached = static_cast<int32_t>(e.value);
+                else if (e.text == "fragmentation")
+                    s.fragmentation = e.value;
+                else if (e.text == "internal_fragmentation")
+                    s.internal_fragmentation = e.value;
+                else if (e.text == "external_fragmentation")
+                    s.external_fragmentation = e.value;
+                else if (e.text == "utilization")
+                    s.utilization = e.value;
+                else if (e.text == "prefix_hit_rate")
+                    s.prefix_hit_rate = e.value;
                 break;
-            default: break;
+            default:
+                break;
         }
     }
 }

@@ -7,11 +7,16 @@ namespace kvscope {
 
 const char* request_phase_name(RequestPhase p) {
     switch (p) {
-        case RequestPhase::kWaiting: return "waiting";
-        case RequestPhase::kRunning: return "running";
-        case RequestPhase::kSwapped: return "swapped";
-        case RequestPhase::kFinished: return "finished";
-        case RequestPhase::kRejected: return "rejected";
+        case RequestPhase::kWaiting:
+            return "waiting";
+        case RequestPhase::kRunning:
+            return "running";
+        case RequestPhase::kSwapped:
+            return "swapped";
+        case RequestPhase::kFinished:
+            return "finished";
+        case RequestPhase::kRejected:
+            return "rejected";
     }
     return "unknown";
 }
@@ -49,7 +54,9 @@ void TimelineState::apply(const Event& e) {
             r.arrival_step = e.step;
             break;
         }
-        case EventKind::kRequestReject: req().phase = RequestPhase::kRejected; break;
+        case EventKind::kRequestReject:
+            req().phase = RequestPhase::kRejected;
+            break;
         case EventKind::kRequestFinish: {
             RequestState& r = req();
             r.phase = RequestPhase::kFinished;
@@ -98,12 +105,14 @@ void TimelineState::apply(const Event& e) {
                 if (e.a >= 0 && static_cast<size_t>(e.a) < r.block_table.size() &&
                     r.block_table[static_cast<size_t>(e.a)] == e.block)
                     r.block_table[static_cast<size_t>(e.a)] = -1;
-                while (!r.block_table.empty() && r.block_table.back() == -1) r.block_table.pop_back();
+                while (!r.block_table.empty() && r.block_table.back() == -1)
+                    r.block_table.pop_back();
             }
             break;
         }
         case EventKind::kBlockHashed:
-            if (valid_block(*this, e.block)) blocks[static_cast<size_t>(e.block)].hash = static_cast<uint64_t>(e.wide);
+            if (valid_block(*this, e.block))
+                blocks[static_cast<size_t>(e.block)].hash = static_cast<uint64_t>(e.wide);
             break;
         case EventKind::kBlockEvict:
             if (valid_block(*this, e.block)) blocks[static_cast<size_t>(e.block)].hash.reset();
@@ -111,22 +120,30 @@ void TimelineState::apply(const Event& e) {
         case EventKind::kPreempt: {
             RequestState& r = req();
             ++r.preemptions;
-            r.phase = e.a == static_cast<int32_t>(PreemptMode::kSwap) ? RequestPhase::kSwapped : RequestPhase::kWaiting;
+            r.phase = e.a == static_cast<int32_t>(PreemptMode::kSwap) ? RequestPhase::kSwapped
+                                                                      : RequestPhase::kWaiting;
             break;
         }
         case EventKind::kSwapIn:
-        case EventKind::kRequestAdmit: req().phase = RequestPhase::kRunning; break;
-        case EventKind::kMetric: metrics[e.text] = e.value; break;
-        default: break;
+        case EventKind::kRequestAdmit:
+            req().phase = RequestPhase::kRunning;
+            break;
+        case EventKind::kMetric:
+            metrics[e.text] = e.value;
+            break;
+        default:
+            break;
     }
 }
 
 int32_t TimelineState::blocks_used() const {
-    return static_cast<int32_t>(std::count_if(blocks.begin(), blocks.end(), [](const BlockState& b) { return !b.free(); }));
+    return static_cast<int32_t>(
+        std::count_if(blocks.begin(), blocks.end(), [](const BlockState& b) { return !b.free(); }));
 }
 
 int32_t TimelineState::blocks_cached() const {
-    return static_cast<int32_t>(std::count_if(blocks.begin(), blocks.end(), [](const BlockState& b) { return b.cached(); }));
+    return static_cast<int32_t>(std::count_if(blocks.begin(), blocks.end(),
+                                              [](const BlockState& b) { return b.cached(); }));
 }
 
 namespace {
@@ -145,20 +162,22 @@ std::vector<uint8_t> TimelineState::serialize() const {
             bl.push_back(nullptr);
             continue;
         }
-        bl.push_back(json::array({b.refcount, b.owners, b.hash ? json(*b.hash) : json(nullptr), b.alloc_step, b.alloc_owner}));
+        bl.push_back(json::array({b.refcount, b.owners, b.hash ? json(*b.hash) : json(nullptr),
+                                  b.alloc_step, b.alloc_owner}));
     }
     j["blocks"] = std::move(bl);
     json rq = json::array();
     for (const auto& [i, r] : requests)
-        rq.push_back(json::array({r.index, r.name, static_cast<int>(r.phase), r.prompt_len, r.max_tokens,
-                                  r.block_table, r.token_ids, r.token_text, r.preemptions, r.arrival_step,
-                                  r.finish_step}));
+        rq.push_back(json::array({r.index, r.name, static_cast<int>(r.phase), r.prompt_len,
+                                  r.max_tokens, r.block_table, r.token_ids, r.token_text,
+                                  r.preemptions, r.arrival_step, r.finish_step}));
     j["requests"] = std::move(rq);
     j["metrics"] = metrics;
     return json::to_cbor(j);
 }
 
-std::optional<TimelineState> TimelineState::deserialize(const std::vector<uint8_t>& bytes, std::string& error) {
+std::optional<TimelineState> TimelineState::deserialize(const std::vector<uint8_t>& bytes,
+                                                        std::string& error) {
     json j = json::from_cbor(bytes, true, false);
     if (j.is_discarded() || !j.is_object()) {
         error = "keyframe is not valid CBOR";
@@ -228,7 +247,9 @@ bool TimelineState::operator==(const TimelineState& o) const {
             auto oa = a.owners, ob = b.owners;
             std::sort(oa.begin(), oa.end());
             std::sort(ob.begin(), ob.end());
-            if (a.refcount != b.refcount || oa != ob || a.hash != b.hash || a.alloc_step != b.alloc_step) return false;
+            if (a.refcount != b.refcount || oa != ob || a.hash != b.hash ||
+                a.alloc_step != b.alloc_step)
+                return false;
         }
         return true;
     };
@@ -239,8 +260,9 @@ bool TimelineState::operator==(const TimelineState& o) const {
             if (it == o.requests.end()) return false;
             const RequestState& b = it->second;
             if (a.name != b.name || a.phase != b.phase || a.block_table != b.block_table ||
-                a.token_ids != b.token_ids || a.token_text != b.token_text || a.preemptions != b.preemptions ||
-                a.prompt_len != b.prompt_len || a.max_tokens != b.max_tokens)
+                a.token_ids != b.token_ids || a.token_text != b.token_text ||
+                a.preemptions != b.preemptions || a.prompt_len != b.prompt_len ||
+                a.max_tokens != b.max_tokens)
                 return false;
         }
         return true;

@@ -20,14 +20,14 @@ struct RunInfo {
     std::string model;
     std::string backend = "cpu";
     int32_t n_layers = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, vocab_size = 0;
-    int64_t weight_bytes = 0;          // model weights as the backend holds them
-    int64_t kv_bytes_per_block = 0;    // K and V of one block over all layers
-    std::string options_json;  // everything else the run was configured with
+    int64_t weight_bytes = 0;        // model weights as the backend holds them
+    int64_t kv_bytes_per_block = 0;  // K and V of one block over all layers
+    std::string options_json;        // everything else the run was configured with
 };
 
 struct BlockState {
     int32_t refcount = 0;
-    std::vector<int32_t> owners;  // request indices, one entry per table holding it
+    std::vector<int32_t> owners;   // request indices, one entry per table holding it
     std::optional<uint64_t> hash;  // full block registered in the prefix cache
     int64_t alloc_step = -1;
     int32_t alloc_owner = -1;
@@ -69,7 +69,8 @@ struct TimelineState {
 
     // Compact binary form for keyframes (CBOR).
     std::vector<uint8_t> serialize() const;
-    static std::optional<TimelineState> deserialize(const std::vector<uint8_t>& bytes, std::string& error);
+    static std::optional<TimelineState> deserialize(const std::vector<uint8_t>& bytes,
+                                                    std::string& error);
 
     bool operator==(const TimelineState& other) const;
 };

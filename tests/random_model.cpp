@@ -28,7 +28,8 @@ std::shared_ptr<LoadedModel> make_random_model(const ModelConfig& config, uint64
     auto alloc = [&](size_t n, float scale, float offset) {
         auto buf = std::shared_ptr<float[]>(new float[n]);
         std::normal_distribution<float> dist(0.0f, 1.0f);
-        for (size_t i = 0; i < n; ++i) buf[i] = offset + scale * dist(rng);
+        for (size_t i = 0; i < n; ++i)
+            buf[i] = offset + scale * dist(rng);
         w.owners.push_back(buf);
         return buf.get();
     };

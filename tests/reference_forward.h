@@ -9,14 +9,15 @@
 namespace kvscope::test {
 
 class ReferenceForward {
-public:
+  public:
     explicit ReferenceForward(const LoadedModel& model);
     // Logits after feeding `token` at position `pos` (positions must come in order 0, 1, ...).
     const std::vector<float>& step(int token, int pos);
 
-private:
+  private:
     const LoadedModel& model_;
-    std::vector<float> key_cache_, value_cache_, x_, xb_, xb2_, q_, k_, v_, att_, hb_, hb2_, logits_;
+    std::vector<float> key_cache_, value_cache_, x_, xb_, xb2_, q_, k_, v_, att_, hb_, hb2_,
+        logits_;
 };
 
 }  // namespace kvscope::test

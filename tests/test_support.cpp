@@ -26,7 +26,9 @@ std::optional<std::string> shared_file(const std::string& relative) {
     return p.string();
 }
 
-std::optional<std::string> stories260k() { return shared_file("models/stories260K/stories260K.bin"); }
+std::optional<std::string> stories260k() {
+    return shared_file("models/stories260K/stories260K.bin");
+}
 
 std::optional<std::string> source_file(const std::string& relative) {
     fs::path p = fs::path(KVSCOPE_SOURCE_DIR) / relative;
@@ -34,7 +36,9 @@ std::optional<std::string> source_file(const std::string& relative) {
     return p.string();
 }
 
-std::string kvscope_binary() { return KVSCOPE_BINARY; }
+std::string kvscope_binary() {
+    return KVSCOPE_BINARY;
+}
 
 namespace {
 struct TempRoot {
@@ -73,7 +77,8 @@ CommandResult run_command(const std::vector<std::string>& argv, int timeout_s,
         close(out_pipe[0]);
         close(err_pipe[0]);
         std::vector<char*> args;
-        for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+        for (const auto& a : argv)
+            args.push_back(const_cast<char*>(a.c_str()));
         args.push_back(nullptr);
         execv(args[0], args.data());
         _exit(127);

@@ -9,9 +9,9 @@
 
 #include <GL/gl.h>
 #include <GLFW/glfw3.h>
-#include <imgui.h>
 #include <backends/imgui_impl_glfw.h>
 #include <backends/imgui_impl_opengl3.h>
+#include <imgui.h>
 #include <stb_image_write.h>
 
 #include <algorithm>
@@ -34,7 +34,9 @@ namespace {
 fs::path config_dir() {
     const char* xdg = std::getenv("XDG_CONFIG_HOME");
     const char* home = std::getenv("HOME");
-    fs::path base = xdg ? fs::path(xdg) : home ? fs::path(home) / ".config" : fs::temp_directory_path();
+    fs::path base = xdg    ? fs::path(xdg)
+                    : home ? fs::path(home) / ".config"
+                           : fs::temp_directory_path();
     return base / "kvscope";
 }
 
@@ -42,7 +44,8 @@ void load_settings(ViewState& v) {
     std::ifstream f(config_dir() / "settings.txt");
     std::string key;
     while (f >> key) {
-        if (key == "font_scale") f >> v.font_scale;
+        if (key == "font_scale")
+            f >> v.font_scale;
         else if (key == "palette") {
             int p = 0;
             f >> p;
@@ -104,7 +107,8 @@ bool write_screenshot(const std::string& path, int w, int h) {
     glReadPixels(0, 0, w, h, GL_RGBA, GL_UNSIGNED_BYTE, pixels.data());
     std::vector<unsigned char> flipped(pixels.size());
     for (int y = 0; y < h; ++y)
-        std::copy_n(&pixels[static_cast<size_t>(h - 1 - y) * w * 4], static_cast<size_t>(w) * 4, &flipped[static_cast<size_t>(y) * w * 4]);
+        std::copy_n(&pixels[static_cast<size_t>(h - 1 - y) * w * 4], static_cast<size_t>(w) * 4,
+                    &flipped[static_cast<size_t>(y) * w * 4]);
     return stbi_write_png(path.c_str(), w, h, 4, flipped.data(), w * 4) != 0;
 }
 
@@ -115,7 +119,8 @@ void on_drop(GLFWwindow*, int count, const char** paths) {
 }
 }  // namespace
 
-// [SECTION] Frame ----------------------------------------------------------------------------------
+// [SECTION] Frame
+// ----------------------------------------------------------------------------------
 namespace {
 void handle_keys(UiContext& ctx) {
     ImGuiIO& io = ImGui::GetIO();
@@ -129,7 +134,9 @@ void handle_keys(UiContext& ctx) {
     if (pressed(GLFW_KEY_RIGHT)) ctx.set_cursor(v.cursor + 1);
     if (pressed(GLFW_KEY_HOME)) ctx.set_cursor(0);
     if (pressed(GLFW_KEY_END)) ctx.set_cursor(ctx.last_step());
-    if (pressed(GLFW_KEY_P)) v.palette = v.palette == PaletteKind::kOkabeIto ? PaletteKind::kTolMuted : PaletteKind::kOkabeIto;
+    if (pressed(GLFW_KEY_P))
+        v.palette =
+            v.palette == PaletteKind::kOkabeIto ? PaletteKind::kTolMuted : PaletteKind::kOkabeIto;
     if (io.KeyCtrl && pressed(GLFW_KEY_EQUAL)) v.font_scale = std::min(4.0f, v.font_scale * 1.15f);
     if (io.KeyCtrl && pressed(GLFW_KEY_MINUS)) v.font_scale = std::max(0.5f, v.font_scale / 1.15f);
     if (ctx.controller) {
@@ -153,16 +160,20 @@ bool run_script_command(UiContext& ctx, Script& s, int w, int h, std::string& er
     if (cmd == "step") {
         long long n = 1;
         in >> n;
-        if (ctx.controller) ctx.controller->step(static_cast<int>(n));
-        else ctx.set_cursor(ctx.view.cursor + n);
+        if (ctx.controller)
+            ctx.controller->step(static_cast<int>(n));
+        else
+            ctx.set_cursor(ctx.view.cursor + n);
     } else if (cmd == "seek") {
         long long n = 0;
         in >> n;
         ctx.set_cursor(n);
     } else if (cmd == "select-block") {
         in >> ctx.view.selected_block;
-        if (ctx.state && ctx.view.selected_block >= 0 && ctx.view.selected_block < static_cast<int>(ctx.state->blocks.size())) {
-            const auto& owners = ctx.state->blocks[static_cast<size_t>(ctx.view.selected_block)].owners;
+        if (ctx.state && ctx.view.selected_block >= 0 &&
+            ctx.view.selected_block < static_cast<int>(ctx.state->blocks.size())) {
+            const auto& owners =
+                ctx.state->blocks[static_cast<size_t>(ctx.view.selected_block)].owners;
             if (!owners.empty()) ctx.view.selected_request = owners.front();
         }
     } else if (cmd == "select-request") {
@@ -200,7 +211,8 @@ bool run_script_command(UiContext& ctx, Script& s, int w, int h, std::string& er
 void draw_frame(UiContext& ctx, const WindowOptions& o, int w, int h, bool focus_panel) {
     ImGui::GetIO().FontGlobalScale = ctx.view.font_scale;
     float W = static_cast<float>(w), H = static_cast<float>(h);
-    float left = std::max(260.0f, W * 0.17f), bottom = H * 0.34f, right = std::max(320.0f, W * 0.30f);
+    float left = std::max(260.0f, W * 0.17f), bottom = H * 0.34f,
+          right = std::max(320.0f, W * 0.30f);
     float mid = W - left - right;
     float top_h = H - bottom - 24;
     place("Controls", 0, 0, left, H - 24);
@@ -227,19 +239,27 @@ void draw_frame(UiContext& ctx, const WindowOptions& o, int w, int h, bool focus
     ImGui::SetNextWindowPos(ImVec2(0, H - 24), ImGuiCond_Always);
     ImGui::SetNextWindowSize(ImVec2(W, 24), ImGuiCond_Always);
     ImGui::Begin("##status", nullptr,
-                 ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoSavedSettings |
-                     ImGuiWindowFlags_NoFocusOnAppearing | ImGuiWindowFlags_NoBringToFrontOnFocus);
-    if (ctx.view.message_is_error) ImGui::TextColored(ImVec4(1.0f, 0.35f, 0.3f, 1.0f), "%s", ctx.view.message.c_str());
-    else ImGui::TextUnformatted(ctx.view.message.c_str());
+                 ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove |
+                     ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoFocusOnAppearing |
+                     ImGuiWindowFlags_NoBringToFrontOnFocus);
+    if (ctx.view.message_is_error)
+        ImGui::TextColored(ImVec4(1.0f, 0.35f, 0.3f, 1.0f), "%s", ctx.view.message.c_str());
+    else
+        ImGui::TextUnformatted(ctx.view.message.c_str());
     ImGui::End();
 }
 }  // namespace
 
-// [SECTION] run_window -----------------------------------------------------------------------------
+// [SECTION] run_window
+// -----------------------------------------------------------------------------
 int run_window(const WindowOptions& o) {
-    glfwSetErrorCallback([](int code, const char* text) { std::fprintf(stderr, "kvscope: GLFW error %d: %s\n", code, text); });
+    glfwSetErrorCallback([](int code, const char* text) {
+        std::fprintf(stderr, "kvscope: GLFW error %d: %s\n", code, text);
+    });
     if (!glfwInit()) {
-        std::fprintf(stderr, "kvscope: error: cannot open a window (no display? set DISPLAY or run under Xvfb)\n");
+        std::fprintf(
+            stderr,
+            "kvscope: error: cannot open a window (no display? set DISPLAY or run under Xvfb)\n");
         return 1;
     }
     glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
@@ -277,7 +297,9 @@ int run_window(const WindowOptions& o) {
         ctx.controller = o.controller;
         ctx.session = &o.controller->session();
         ctx.title = o.controller->describe();
-        ctx.view.message = o.hint.empty() ? "Paused at step 0. Space plays, N steps once, F1 lists every key." : o.hint;
+        ctx.view.message = o.hint.empty()
+                               ? "Paused at step 0. Space plays, N steps once, F1 lists every key."
+                               : o.hint;
     } else if (!o.replay_path.empty()) {
         ctx.open_session(o.replay_path);
     } else {
@@ -311,7 +333,8 @@ int run_window(const WindowOptions& o) {
         int w, h;
         glfwGetFramebufferSize(window, &w, &h);
         bool keep_going = true;
-        if (!o.script_path.empty()) keep_going = run_script_command(ctx, script, w, h, script_error);
+        if (!o.script_path.empty())
+            keep_going = run_script_command(ctx, script, w, h, script_error);
         if (!headless) handle_keys(ctx);
         // Live: advance while playing; the cursor follows the newest step unless moved back.
         auto now = std::chrono::steady_clock::now();
@@ -351,10 +374,12 @@ int run_window(const WindowOptions& o) {
         }
         if (!o.screenshot_path.empty() && frame >= o.frames) {
             if (!write_screenshot(o.screenshot_path, w, h)) {
-                std::fprintf(stderr, "kvscope: error: cannot write %s\n", o.screenshot_path.c_str());
+                std::fprintf(stderr, "kvscope: error: cannot write %s\n",
+                             o.screenshot_path.c_str());
                 status = 1;
             } else {
-                std::fprintf(stderr, "kvscope: wrote %s (%dx%d)\n", o.screenshot_path.c_str(), w, h);
+                std::fprintf(stderr, "kvscope: wrote %s (%dx%d)\n", o.screenshot_path.c_str(), w,
+                             h);
             }
             break;
         }

@@ -12,8 +12,8 @@ namespace kvscope::ui {
 
 struct WindowOptions {
     int width = 1600, height = 900;
-    std::string replay_path;   // replay this session (when there is no controller)
-    std::string compare_path;  // second session for Compare
+    std::string replay_path;           // replay this session (when there is no controller)
+    std::string compare_path;          // second session for Compare
     Controller* controller = nullptr;  // live run
     std::string startup_error;         // shown in the window (a model that failed to load...)
     std::string hint;                  // one line shown at start

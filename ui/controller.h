@@ -14,16 +14,16 @@ struct LiveSettings {
     int block_size = 16;
     int num_blocks = 256;
     int max_batch_tokens = 512;
-    std::string allocator = "paged";     // paged | contiguous
+    std::string allocator = "paged";  // paged | contiguous
     bool prefix_cache = true;
-    std::string preempt = "recompute";   // recompute | swap
+    std::string preempt = "recompute";  // recompute | swap
     std::string capture_attention = "all";
-    bool record = false;                 // keep the session file after the run
+    bool record = false;  // keep the session file after the run
     std::string record_path = "kvscope-live.kvs";
 };
 
 class Controller {
-public:
+  public:
     virtual ~Controller() = default;
     // Runs up to n engine iterations; returns how many ran (0 when the workload is done).
     virtual int step(int n) = 0;

@@ -8,7 +8,7 @@
 namespace kvscope::ui {
 
 class Texture {
-public:
+  public:
     Texture() = default;
     ~Texture();
     Texture(const Texture&) = delete;
@@ -20,7 +20,7 @@ public:
     int width() const { return width_; }
     int height() const { return height_; }
 
-private:
+  private:
     unsigned id_ = 0;
     int width_ = 0, height_ = 0;
 };

@@ -45,21 +45,28 @@ void draw_block_pool_panel(UiContext& ctx) {
             bi.fill = std::max(bi.fill, tokens_in_block(r, static_cast<int>(l), bs));
             if (bi.logical < 0) bi.logical = static_cast<int>(l);
         }
-    ImGui::Text("%d blocks x %d tokens (%s)  used %d  free %d  cached %d", n, bs, s->info.allocator.c_str(),
-                s->blocks_used(), n - s->blocks_used(), s->blocks_cached());
+    ImGui::Text("%d blocks x %d tokens (%s)  used %d  free %d  cached %d", n, bs,
+                s->info.allocator.c_str(), s->blocks_used(), n - s->blocks_used(),
+                s->blocks_cached());
     ImVec2 avail = ImGui::GetContentRegionAvail();
     avail.y = std::max(avail.y, 40.0f);
     // Square cells, as large as fit.
-    int cols = std::max(1, static_cast<int>(std::ceil(std::sqrt(static_cast<double>(n) * avail.x / avail.y))));
+    int cols = std::max(
+        1, static_cast<int>(std::ceil(std::sqrt(static_cast<double>(n) * avail.x / avail.y))));
     int rows = (n + cols - 1) / cols;
-    float cell = std::max(1.0f, std::min(avail.x / static_cast<float>(cols), avail.y / static_cast<float>(rows)));
+    float cell = std::max(
+        1.0f, std::min(avail.x / static_cast<float>(cols), avail.y / static_cast<float>(rows)));
     pixels.assign(static_cast<size_t>(cols) * rows, kHoleColor);
     for (int b = 0; b < n; ++b) {
         const BlockState& st = s->blocks[static_cast<size_t>(b)];
-        uint32_t c = st.free() ? (st.cached() ? kCachedColor : kFreeColor)
-                               : shade(owner_color(st.owners.empty() ? st.alloc_owner : st.owners.front(), ctx.view.palette),
-                                       static_cast<float>(info[static_cast<size_t>(b)].fill) / static_cast<float>(bs));
-        if (st.refcount > 1) c = (c & 0xff000000u) | ((c & 0x00fefefe) >> 1) | 0x00808080u;  // shared: paler
+        uint32_t c = st.free()
+                         ? (st.cached() ? kCachedColor : kFreeColor)
+                         : shade(owner_color(st.owners.empty() ? st.alloc_owner : st.owners.front(),
+                                             ctx.view.palette),
+                                 static_cast<float>(info[static_cast<size_t>(b)].fill) /
+                                     static_cast<float>(bs));
+        if (st.refcount > 1)
+            c = (c & 0xff000000u) | ((c & 0x00fefefe) >> 1) | 0x00808080u;  // shared: paler
         pixels[static_cast<size_t>(b)] = c;
     }
     texture.upload(cols, rows, pixels);
@@ -69,16 +76,21 @@ void draw_block_pool_panel(UiContext& ctx) {
     ImDrawList* dl = ImGui::GetWindowDrawList();
     dl->AddImage(texture.imgui_id(), origin, ImVec2(origin.x + size.x, origin.y + size.y));
     auto cell_rect = [&](int b, uint32_t color, float thickness) {
-        float x = origin.x + static_cast<float>(b % cols) * cell, y = origin.y + static_cast<float>(b / cols) * cell;
+        float x = origin.x + static_cast<float>(b % cols) * cell,
+              y = origin.y + static_cast<float>(b / cols) * cell;
         dl->AddRect(ImVec2(x, y), ImVec2(x + cell, y + cell), color, 0.0f, 0, thickness);
     };
     // Marks drawn per cell only while cells are big enough to see them.
     if (cell >= 6.0f) {
         for (int b = 0; b < n; ++b) {
             const BlockState& st = s->blocks[static_cast<size_t>(b)];
-            float x = origin.x + static_cast<float>(b % cols) * cell, y = origin.y + static_cast<float>(b / cols) * cell;
-            if (st.refcount > 1) dl->AddCircleFilled(ImVec2(x + cell * 0.5f, y + cell * 0.5f), cell * 0.18f, 0xffffffff);
-            if (st.cached()) dl->AddLine(ImVec2(x + 1, y + cell - 2), ImVec2(x + cell - 1, y + 1), 0xff9a9a9a);
+            float x = origin.x + static_cast<float>(b % cols) * cell,
+                  y = origin.y + static_cast<float>(b / cols) * cell;
+            if (st.refcount > 1)
+                dl->AddCircleFilled(ImVec2(x + cell * 0.5f, y + cell * 0.5f), cell * 0.18f,
+                                    0xffffffff);
+            if (st.cached())
+                dl->AddLine(ImVec2(x + 1, y + cell - 2), ImVec2(x + cell - 1, y + 1), 0xff9a9a9a);
         }
     }
     if (ctx.view.selected_request >= 0) {
@@ -87,12 +99,14 @@ void draw_block_pool_panel(UiContext& ctx) {
             for (int b : it->second.block_table)
                 if (b >= 0 && b < n) cell_rect(b, 0xffffffff, 2.0f);
     }
-    if (ctx.view.selected_block >= 0 && ctx.view.selected_block < n) cell_rect(ctx.view.selected_block, 0xff00ffff, 3.0f);
+    if (ctx.view.selected_block >= 0 && ctx.view.selected_block < n)
+        cell_rect(ctx.view.selected_block, 0xff00ffff, 3.0f);
 
     int hovered = -1;
     if (ImGui::IsItemHovered()) {
         ImVec2 m = ImGui::GetMousePos();
-        int cx = static_cast<int>((m.x - origin.x) / cell), cy = static_cast<int>((m.y - origin.y) / cell);
+        int cx = static_cast<int>((m.x - origin.x) / cell),
+            cy = static_cast<int>((m.y - origin.y) / cell);
         if (cx >= 0 && cx < cols && cy >= 0) hovered = cy * cols + cx;
     }
     if (ctx.scripted.hover_block >= 0) hovered = ctx.scripted.hover_block;
@@ -103,9 +117,12 @@ void draw_block_pool_panel(UiContext& ctx) {
         ImGui::BeginTooltip();
         ImGui::Text("block %d", b);
         ImGui::Text("refcount %d%s", st.refcount, st.refcount > 1 ? " (shared)" : "");
-        if (st.hash) ImGui::Text("prefix hash %016llx%s", static_cast<unsigned long long>(*st.hash), st.cached() ? " (cached, free)" : "");
+        if (st.hash)
+            ImGui::Text("prefix hash %016llx%s", static_cast<unsigned long long>(*st.hash),
+                        st.cached() ? " (cached, free)" : "");
         if (st.free() && !st.cached()) ImGui::TextUnformatted("free");
-        if (st.alloc_step >= 0) ImGui::Text("allocated at step %lld", static_cast<long long>(st.alloc_step));
+        if (st.alloc_step >= 0)
+            ImGui::Text("allocated at step %lld", static_cast<long long>(st.alloc_step));
         for (int owner : st.owners) {
             auto it = s->requests.find(owner);
             if (it == s->requests.end()) continue;
@@ -114,7 +131,8 @@ void draw_block_pool_panel(UiContext& ctx) {
             for (size_t l = 0; l < r.block_table.size(); ++l)
                 if (r.block_table[l] == b) logical = static_cast<int>(l);
             std::string text;
-            for (int t = logical * bs; logical >= 0 && t < std::min(r.num_tokens(), (logical + 1) * bs); ++t)
+            for (int t = logical * bs;
+                 logical >= 0 && t < std::min(r.num_tokens(), (logical + 1) * bs); ++t)
                 text += r.token_text[static_cast<size_t>(t)];
             ImGui::Text("owner %s (logical block %d, %d tokens)", r.name.c_str(), logical,
                         logical >= 0 ? tokens_in_block(r, logical, bs) : 0);

@@ -27,7 +27,8 @@ void draw_controls_panel(UiContext& ctx) {
         ImGui::SameLine();
         if (ImGui::Button("To end [E]")) c.step(1 << 30);
         ImGui::SetNextItemWidth(160);
-        ImGui::SliderFloat("steps/s", &v.steps_per_second, 1.0f, 120.0f, "%.0f", ImGuiSliderFlags_Logarithmic);
+        ImGui::SliderFloat("steps/s", &v.steps_per_second, 1.0f, 120.0f, "%.0f",
+                           ImGuiSliderFlags_Logarithmic);
         ImGui::Text("%s", c.finished() ? "workload finished" : "running");
         ImGui::Separator();
         static char prompt[512] = "And God said,";
@@ -85,12 +86,14 @@ void draw_controls_panel(UiContext& ctx) {
         ImGui::SameLine();
         if (ImGui::Button(">> [End]")) ctx.set_cursor(ctx.last_step());
         const RunInfo& info = ctx.session->info();
-        ImGui::Text("%d blocks x %d tokens, %s", info.num_blocks, info.block_size, info.allocator.c_str());
+        ImGui::Text("%d blocks x %d tokens, %s", info.num_blocks, info.block_size,
+                    info.allocator.c_str());
         ImGui::TextWrapped("model: %s", info.model.c_str());
         ImGui::TextDisabled("Drop another .kvs file on the window to open it.");
     }
     ImGui::Separator();
-    ImGui::Text("step %lld / %lld", static_cast<long long>(v.cursor), static_cast<long long>(ctx.last_step()));
+    ImGui::Text("step %lld / %lld", static_cast<long long>(v.cursor),
+                static_cast<long long>(ctx.last_step()));
     if (ctx.state) {
         for (const char* m : {"blocks_used", "fragmentation", "utilization", "prefix_hit_rate"}) {
             auto it = ctx.state->metrics.find(m);
@@ -102,7 +105,8 @@ void draw_controls_panel(UiContext& ctx) {
     ImGui::SliderFloat("font", &v.font_scale, 0.75f, 3.0f, "%.2fx");
     int pal = static_cast<int>(v.palette);
     ImGui::SetNextItemWidth(120);
-    if (ImGui::Combo("palette", &pal, "Okabe-Ito\0Tol muted\0")) v.palette = static_cast<PaletteKind>(pal);
+    if (ImGui::Combo("palette", &pal, "Okabe-Ito\0Tol muted\0"))
+        v.palette = static_cast<PaletteKind>(pal);
     ImGui::TextDisabled("F1: keys and help");
     ImGui::End();
 }
@@ -154,10 +158,13 @@ void draw_compare_panel(UiContext& ctx) {
         row("utilization", metric(a, "utilization"), metric(b, "utilization"), "%.3f");
         row("prefix hit rate", metric(a, "prefix_hit_rate"), metric(b, "prefix_hit_rate"), "%.3f");
         int ra = 0, rb = 0;
-        for (const auto& [i, r] : a->requests) ra += r.phase == RequestPhase::kRunning;
-        for (const auto& [i, r] : b->requests) rb += r.phase == RequestPhase::kRunning;
+        for (const auto& [i, r] : a->requests)
+            ra += r.phase == RequestPhase::kRunning;
+        for (const auto& [i, r] : b->requests)
+            rb += r.phase == RequestPhase::kRunning;
         row("running requests", ra, rb, "%.0f");
-        row("tokens/s so far", tokens_per_s(*ctx.session, ctx.view.cursor), tokens_per_s(*ctx.compare, ctx.view.cursor), "%.1f");
+        row("tokens/s so far", tokens_per_s(*ctx.session, ctx.view.cursor),
+            tokens_per_s(*ctx.compare, ctx.view.cursor), "%.1f");
         ImGui::EndTable();
     }
     ImGui::TextDisabled("Left: %s", ctx.session->path().c_str());
@@ -167,7 +174,8 @@ void draw_compare_panel(UiContext& ctx) {
 
 void draw_help_overlay(UiContext& ctx) {
     if (!ctx.view.show_help) return;
-    ImGui::SetNextWindowPos(ImGui::GetMainViewport()->GetCenter(), ImGuiCond_Always, ImVec2(0.5f, 0.5f));
+    ImGui::SetNextWindowPos(ImGui::GetMainViewport()->GetCenter(), ImGuiCond_Always,
+                            ImVec2(0.5f, 0.5f));
     ImGui::Begin("Help", &ctx.view.show_help, ImGuiWindowFlags_AlwaysAutoResize);
     static const char* const keys[][2] = {
         {"Space", "play / pause"},

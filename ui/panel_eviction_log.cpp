@@ -12,23 +12,30 @@ namespace {
 std::string describe(const Event& e) {
     switch (e.kind) {
         case EventKind::kPreempt:
-            return std::string("preempted by ") + (e.a == static_cast<int32_t>(PreemptMode::kSwap) ? "swap" : "recompute") +
-                   ", " + std::to_string(e.b) + " blocks released";
-        case EventKind::kBlockEvict: return "cached block " + std::to_string(e.block) + " evicted: " + e.text;
+            return std::string("preempted by ") +
+                   (e.a == static_cast<int32_t>(PreemptMode::kSwap) ? "swap" : "recompute") + ", " +
+                   std::to_string(e.b) + " blocks released";
+        case EventKind::kBlockEvict:
+            return "cached block " + std::to_string(e.block) + " evicted: " + e.text;
         case EventKind::kTokenEvict:
-            return "token " + std::to_string(e.c) + " (layer " + std::to_string(e.a) + ", head " + std::to_string(e.b) +
-                   ") score " + std::to_string(e.value) + ": " + e.text;
-        case EventKind::kSwapOut: return std::to_string(e.a) + " blocks swapped out";
-        case EventKind::kSwapIn: return std::to_string(e.a) + " blocks swapped in";
-        case EventKind::kRequestReject: return "rejected: " + e.text;
-        default: return std::string(event_kind_name(e.kind));
+            return "token " + std::to_string(e.c) + " (layer " + std::to_string(e.a) + ", head " +
+                   std::to_string(e.b) + ") score " + std::to_string(e.value) + ": " + e.text;
+        case EventKind::kSwapOut:
+            return std::to_string(e.a) + " blocks swapped out";
+        case EventKind::kSwapIn:
+            return std::to_string(e.a) + " blocks swapped in";
+        case EventKind::kRequestReject:
+            return "rejected: " + e.text;
+        default:
+            return std::string(event_kind_name(e.kind));
     }
 }
 }  // namespace
 
 void draw_eviction_log_panel(UiContext& ctx) {
     ImGui::Begin("Evictions");
-    static bool show[4] = {true, true, true, true};  // preempt, block evict, token evict, swap/reject
+    static bool show[4] = {true, true, true,
+                           true};  // preempt, block evict, token evict, swap/reject
     ImGui::Checkbox("preemptions", &show[0]);
     ImGui::SameLine();
     ImGui::Checkbox("cache evictions", &show[1]);
@@ -39,11 +46,15 @@ void draw_eviction_log_panel(UiContext& ctx) {
     char filter[128];
     std::snprintf(filter, sizeof filter, "%s", ctx.view.eviction_filter.c_str());
     ImGui::SetNextItemWidth(200);
-    if (ImGui::InputTextWithHint("##filter", "filter by request", filter, sizeof filter)) ctx.view.eviction_filter = filter;
+    if (ImGui::InputTextWithHint("##filter", "filter by request", filter, sizeof filter))
+        ctx.view.eviction_filter = filter;
     const auto& log = ctx.eviction_log();
     std::vector<const Event*> shown;
     for (const Event& e : log) {
-        int group = e.kind == EventKind::kPreempt ? 0 : e.kind == EventKind::kBlockEvict ? 1 : e.kind == EventKind::kTokenEvict ? 2 : 3;
+        int group = e.kind == EventKind::kPreempt      ? 0
+                    : e.kind == EventKind::kBlockEvict ? 1
+                    : e.kind == EventKind::kTokenEvict ? 2
+                                                       : 3;
         if (!show[group]) continue;
         if (!ctx.view.eviction_filter.empty()) {
             std::string name = e.request >= 0 && ctx.state && ctx.state->requests.count(e.request)
@@ -54,7 +65,9 @@ void draw_eviction_log_panel(UiContext& ctx) {
         shown.push_back(&e);
     }
     ImGui::TextDisabled("%zu of %zu entries", shown.size(), log.size());
-    if (ImGui::BeginTable("##log", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_BordersInnerV)) {
+    if (ImGui::BeginTable(
+            "##log", 4,
+            ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_BordersInnerV)) {
         ImGui::TableSetupColumn("step", ImGuiTableColumnFlags_WidthFixed, 60);
         ImGui::TableSetupColumn("request", ImGuiTableColumnFlags_WidthFixed, 90);
         ImGui::TableSetupColumn("kind", ImGuiTableColumnFlags_WidthFixed, 100);
@@ -69,15 +82,18 @@ void draw_eviction_log_panel(UiContext& ctx) {
                 ImGui::TableNextColumn();
                 char label[32];
                 std::snprintf(label, sizeof label, "%lld##%d", static_cast<long long>(e.step), i);
-                if (ImGui::Selectable(label, e.step == ctx.view.cursor, ImGuiSelectableFlags_SpanAllColumns)) {
+                if (ImGui::Selectable(label, e.step == ctx.view.cursor,
+                                      ImGuiSelectableFlags_SpanAllColumns)) {
                     ctx.set_cursor(e.step);
                     if (e.request >= 0) ctx.view.selected_request = e.request;
                     if (e.block >= 0) ctx.view.selected_block = e.block;
                 }
                 ImGui::TableNextColumn();
-                std::string name = e.request >= 0 && ctx.state && ctx.state->requests.count(e.request)
-                                       ? ctx.state->requests.at(e.request).name
-                                       : (e.request >= 0 ? std::string("#").append(std::to_string(e.request)) : std::string("-"));
+                std::string name =
+                    e.request >= 0 && ctx.state && ctx.state->requests.count(e.request)
+                        ? ctx.state->requests.at(e.request).name
+                        : (e.request >= 0 ? std::string("#").append(std::to_string(e.request))
+                                          : std::string("-"));
                 ImGui::TextUnformatted(name.c_str());
                 ImGui::TableNextColumn();
                 ImGui::TextUnformatted(std::string(event_kind_name(e.kind)).c_str());

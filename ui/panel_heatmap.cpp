@@ -56,10 +56,12 @@ void draw_heatmap_panel(UiContext& ctx) {
         return;
     }
     int q_max = 0;
-    for (const auto& r : rows) q_max = std::max(q_max, r.query_pos);
+    for (const auto& r : rows)
+        q_max = std::max(q_max, r.query_pos);
     const int n = q_max + 1;  // square: keys 0..q_max
     std::vector<const AttentionRow*> by_q(static_cast<size_t>(n), nullptr);
-    for (const auto& r : rows) by_q[static_cast<size_t>(r.query_pos)] = &r;  // later rows (recompute) win
+    for (const auto& r : rows)
+        by_q[static_cast<size_t>(r.query_pos)] = &r;  // later rows (recompute) win
 
     ImVec2 avail = ImGui::GetContentRegionAvail();
     float side = std::max(32.0f, std::min(avail.x, avail.y - 4));
@@ -69,8 +71,9 @@ void draw_heatmap_panel(UiContext& ctx) {
     v.heat_pan_y = std::clamp(v.heat_pan_y, 0.0f, static_cast<float>(n) - span);
     int res = std::max(1, std::min(static_cast<int>(side), static_cast<int>(std::ceil(span))));
     char key[200];
-    std::snprintf(key, sizeof key, "%p/%zu/%d/%d/%g/%g/%g/%d", static_cast<const void*>(rows.data()), rows.size(), n,
-                  v.heat_request, v.heat_zoom, v.heat_pan_x, v.heat_pan_y, res);
+    std::snprintf(key, sizeof key, "%p/%zu/%d/%d/%g/%g/%g/%d",
+                  static_cast<const void*>(rows.data()), rows.size(), n, v.heat_request,
+                  v.heat_zoom, v.heat_pan_x, v.heat_pan_y, res);
     if (built_for != key) {
         built_for = key;
         pixels.assign(static_cast<size_t>(res) * res, 0xff141414);
@@ -82,14 +85,20 @@ void draw_heatmap_panel(UiContext& ctx) {
                 int sy = per > 1.0f ? 3 : 1, sx = sy;
                 for (int a = 0; a < sy; ++a)
                     for (int b = 0; b < sx; ++b) {
-                        int q = static_cast<int>(v.heat_pan_y + (static_cast<float>(py) + (a + 0.5f) / static_cast<float>(sy)) * per);
-                        int k = static_cast<int>(v.heat_pan_x + (static_cast<float>(px) + (b + 0.5f) / static_cast<float>(sx)) * per);
+                        int q = static_cast<int>(
+                            v.heat_pan_y +
+                            (static_cast<float>(py) + (a + 0.5f) / static_cast<float>(sy)) * per);
+                        int k = static_cast<int>(
+                            v.heat_pan_x +
+                            (static_cast<float>(px) + (b + 0.5f) / static_cast<float>(sx)) * per);
                         if (q >= n || k > q) continue;
                         const AttentionRow* row = by_q[static_cast<size_t>(q)];
                         if (!row || static_cast<size_t>(k) >= row->probs.size()) continue;
-                        best = std::max(best, static_cast<float>(row->probs[static_cast<size_t>(k)]) / 255.0f);
+                        best = std::max(
+                            best, static_cast<float>(row->probs[static_cast<size_t>(k)]) / 255.0f);
                     }
-                if (best >= 0) pixels[static_cast<size_t>(py) * res + px] = heat_color(std::sqrt(best));
+                if (best >= 0)
+                    pixels[static_cast<size_t>(py) * res + px] = heat_color(std::sqrt(best));
             }
         }
         texture.upload(res, res, pixels);
@@ -102,11 +111,13 @@ void draw_heatmap_panel(UiContext& ctx) {
     float px_per_pos = side / span;
     int bs = s->info.block_size;
     if (px_per_pos * static_cast<float>(bs) >= 4.0f) {
-        for (int k = (static_cast<int>(v.heat_pan_x) / bs + 1) * bs; k < v.heat_pan_x + span; k += bs) {
+        for (int k = (static_cast<int>(v.heat_pan_x) / bs + 1) * bs; k < v.heat_pan_x + span;
+             k += bs) {
             float x = origin.x + (static_cast<float>(k) - v.heat_pan_x) * px_per_pos;
             dl->AddLine(ImVec2(x, origin.y), ImVec2(x, origin.y + side), 0x40ffffff);
         }
-        for (int q = (static_cast<int>(v.heat_pan_y) / bs + 1) * bs; q < v.heat_pan_y + span; q += bs) {
+        for (int q = (static_cast<int>(v.heat_pan_y) / bs + 1) * bs; q < v.heat_pan_y + span;
+             q += bs) {
             float y = origin.y + (static_cast<float>(q) - v.heat_pan_y) * px_per_pos;
             dl->AddLine(ImVec2(origin.x, y), ImVec2(origin.x + side, y), 0x40ffffff);
         }
@@ -139,15 +150,19 @@ void draw_heatmap_panel(UiContext& ctx) {
     v.heat_hover_k = hk;
     if (hq >= 0 && hq < n && hk >= 0 && hk <= hq) {
         const AttentionRow* row = by_q[static_cast<size_t>(hq)];
-        float p = row && static_cast<size_t>(hk) < row->probs.size() ? static_cast<float>(row->probs[static_cast<size_t>(hk)]) / 255.0f : 0.0f;
+        float p = row && static_cast<size_t>(hk) < row->probs.size()
+                      ? static_cast<float>(row->probs[static_cast<size_t>(hk)]) / 255.0f
+                      : 0.0f;
         auto text = [&](int pos) {
-            return pos < req.num_tokens() ? req.token_text[static_cast<size_t>(pos)] : std::string("?");
+            return pos < req.num_tokens() ? req.token_text[static_cast<size_t>(pos)]
+                                          : std::string("?");
         };
         float x = origin.x + (static_cast<float>(hk) - v.heat_pan_x + 0.5f) * px_per_pos;
         float y = origin.y + (static_cast<float>(hq) - v.heat_pan_y + 0.5f) * px_per_pos;
         dl->AddCircle(ImVec2(x, y), std::max(3.0f, px_per_pos), 0xffffffff);
         ImGui::BeginTooltip();
-        ImGui::Text("query %d \"%s\"  ->  key %d \"%s\"", hq, text(hq).c_str(), hk, text(hk).c_str());
+        ImGui::Text("query %d \"%s\"  ->  key %d \"%s\"", hq, text(hq).c_str(), hk,
+                    text(hk).c_str());
         ImGui::Text("probability %.3f%s", p, row ? "" : " (row not captured)");
         ImGui::EndTooltip();
     }

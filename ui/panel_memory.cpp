@@ -22,17 +22,24 @@ void draw_memory_panel(UiContext& ctx) {
     if (other && !other->empty()) hi = std::max(hi, other->back().step);
     const float h = 34.0f * ctx.view.font_scale;
     if (other)
-        ImGui::TextDisabled("Grey: %s (%s allocator)", ctx.compare->path().c_str(), ctx.compare->info().allocator.c_str());
+        ImGui::TextDisabled("Grey: %s (%s allocator)", ctx.compare->path().c_str(),
+                            ctx.compare->info().allocator.c_str());
     const int64_t per_block = info.kv_bytes_per_block, weights = info.weight_bytes;
     std::vector<Track> tracks = {
-        {"utilization", [](const StepSummary& s) { return s.utilization; }, 0xff73b400, "%.3f", 1.0},
-        {"internal frag.", [](const StepSummary& s) { return s.internal_fragmentation; }, 0xff005ed5, "%.3f", 1.0},
-        {"external frag.", [](const StepSummary& s) { return s.external_fragmentation; }, 0xffa779cc, "%.3f", 1.0},
-        {"cached blocks", [](const StepSummary& s) { return static_cast<double>(s.blocks_cached); }, 0xff909090, "%.0f"},
+        {"utilization", [](const StepSummary& s) { return s.utilization; }, 0xff73b400, "%.3f",
+         1.0},
+        {"internal frag.", [](const StepSummary& s) { return s.internal_fragmentation; },
+         0xff005ed5, "%.3f", 1.0},
+        {"external frag.", [](const StepSummary& s) { return s.external_fragmentation; },
+         0xffa779cc, "%.3f", 1.0},
+        {"cached blocks", [](const StepSummary& s) { return static_cast<double>(s.blocks_cached); },
+         0xff909090, "%.0f"},
         {"GB/s (estimate)",
          [per_block, weights](const StepSummary& s) {
-             // CPU: no counters. Each step reads every weight once and the K/V of the blocks in use.
-             double bytes = static_cast<double>(weights) + static_cast<double>(s.blocks_used) * static_cast<double>(per_block);
+             // CPU: no counters. Each step reads every weight once and the K/V of the blocks in
+             // use.
+             double bytes = static_cast<double>(weights) +
+                            static_cast<double>(s.blocks_used) * static_cast<double>(per_block);
              return s.step_seconds > 0 ? bytes / s.step_seconds / 1e9 : 0.0;
          },
          0xff42e4f0, "%.2f"},
@@ -41,7 +48,9 @@ void draw_memory_panel(UiContext& ctx) {
         int64_t at = plot_track(t, steps, lo, hi, ctx.view.cursor, h, other);
         if (at >= 0 && ImGui::IsMouseDown(ImGuiMouseButton_Left)) ctx.set_cursor(at);
     }
-    ImGui::TextDisabled("Bandwidth on the CPU backend is an estimate (weights + K/V in use per step), not a measurement.");
+    ImGui::TextDisabled(
+        "Bandwidth on the CPU backend is an estimate (weights + K/V in use per step), not a "
+        "measurement.");
     ImGui::End();
 }
 

@@ -24,7 +24,9 @@ void draw_requests_panel(UiContext& ctx) {
     const int bs = s->info.block_size;
     std::vector<const RequestState*> rows;
     for (const auto& [i, r] : s->requests)
-        if (show_finished || (r.phase != RequestPhase::kFinished && r.phase != RequestPhase::kRejected)) rows.push_back(&r);
+        if (show_finished ||
+            (r.phase != RequestPhase::kFinished && r.phase != RequestPhase::kRejected))
+            rows.push_back(&r);
     // Running first, then waiting, swapped, finished.
     std::stable_sort(rows.begin(), rows.end(), [](const RequestState* a, const RequestState* b) {
         return static_cast<int>(a->phase) < static_cast<int>(b->phase);
@@ -42,7 +44,8 @@ void draw_requests_panel(UiContext& ctx) {
             ImGui::PushID(r.index);
             bool selected = ctx.view.selected_request == r.index;
             char label[160];
-            std::snprintf(label, sizeof label, "%-10s %-8s %4d tok", r.name.c_str(), request_phase_name(r.phase), r.num_tokens());
+            std::snprintf(label, sizeof label, "%-10s %-8s %4d tok", r.name.c_str(),
+                          request_phase_name(r.phase), r.num_tokens());
             if (ImGui::Selectable(label, selected, 0, ImVec2(260.0f * ctx.view.font_scale, 0))) {
                 ctx.view.selected_request = r.index;
                 ctx.view.heat_request = r.index;
@@ -55,12 +58,19 @@ void draw_requests_panel(UiContext& ctx) {
                 int b = r.block_table[l];
                 float x = p.x + static_cast<float>(l) * (cell + 1);
                 uint32_t c;
-                if (b < 0) c = kHoleColor;
-                else if (static_cast<int>(l) >= used_blocks) c = 0xff505050;  // reserved, unused
-                else c = shade(owner_color(r.index, ctx.view.palette),
-                               static_cast<float>(std::clamp(r.num_tokens() - static_cast<int>(l) * bs, 0, bs)) / static_cast<float>(bs));
+                if (b < 0)
+                    c = kHoleColor;
+                else if (static_cast<int>(l) >= used_blocks)
+                    c = 0xff505050;  // reserved, unused
+                else
+                    c = shade(owner_color(r.index, ctx.view.palette),
+                              static_cast<float>(
+                                  std::clamp(r.num_tokens() - static_cast<int>(l) * bs, 0, bs)) /
+                                  static_cast<float>(bs));
                 dl->AddRectFilled(ImVec2(x, p.y + 1), ImVec2(x + cell, p.y + 1 + cell), c);
-                if (b >= 0 && b == ctx.view.selected_block) dl->AddRect(ImVec2(x, p.y + 1), ImVec2(x + cell, p.y + 1 + cell), 0xff00ffff, 0, 0, 2);
+                if (b >= 0 && b == ctx.view.selected_block)
+                    dl->AddRect(ImVec2(x, p.y + 1), ImVec2(x + cell, p.y + 1 + cell), 0xff00ffff, 0,
+                                0, 2);
             }
             ImGui::Dummy(ImVec2(static_cast<float>(r.block_table.size()) * (cell + 1), cell + 2));
             if (ImGui::IsItemHovered() && !r.block_table.empty()) {
@@ -79,15 +89,17 @@ void draw_requests_panel(UiContext& ctx) {
         ImGui::TextDisabled("Click a request or a block to see its tokens.");
     } else {
         const RequestState& r = it->second;
-        ImGui::Text("%s: %s, %d prompt + %d generated tokens, %d preemptions", r.name.c_str(), request_phase_name(r.phase),
-                    r.prompt_len, std::max(0, r.num_tokens() - r.prompt_len), r.preemptions);
+        ImGui::Text("%s: %s, %d prompt + %d generated tokens, %d preemptions", r.name.c_str(),
+                    request_phase_name(r.phase), r.prompt_len,
+                    std::max(0, r.num_tokens() - r.prompt_len), r.preemptions);
         ImGui::BeginChild("##tokens", ImVec2(0, 0), true);
         std::string prompt, generated;
         for (int t = 0; t < r.num_tokens(); ++t)
             (t < r.prompt_len ? prompt : generated) += r.token_text[static_cast<size_t>(t)];
         ImGui::PushTextWrapPos(0.0f);
         ImGui::TextDisabled("%s", prompt.c_str());
-        ImGui::TextColored(ImVec4(0.95f, 0.75f, 0.3f, 1.0f), "%s", generated.empty() ? "(nothing generated yet)" : generated.c_str());
+        ImGui::TextColored(ImVec4(0.95f, 0.75f, 0.3f, 1.0f), "%s",
+                           generated.empty() ? "(nothing generated yet)" : generated.c_str());
         ImGui::PopTextWrapPos();
         ImGui::EndChild();
     }

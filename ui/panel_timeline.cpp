@@ -11,7 +11,9 @@
 namespace kvscope::ui {
 
 namespace {
-double phase_ms(const StepSummary& s, Phase p) { return static_cast<double>(s.phase_ns[static_cast<int>(p)]) / 1e6; }
+double phase_ms(const StepSummary& s, Phase p) {
+    return static_cast<double>(s.phase_ns[static_cast<int>(p)]) / 1e6;
+}
 }  // namespace
 
 void draw_timeline_panel(UiContext& ctx) {
@@ -28,39 +30,56 @@ void draw_timeline_panel(UiContext& ctx) {
     int64_t hi = v.view_hi < 0 ? last : std::min(last, v.view_hi);
     int cursor = static_cast<int>(v.cursor);
     ImGui::SetNextItemWidth(-1);
-    if (ImGui::SliderInt("##step", &cursor, static_cast<int>(first), static_cast<int>(last), "step %d")) ctx.set_cursor(cursor);
+    if (ImGui::SliderInt("##step", &cursor, static_cast<int>(first), static_cast<int>(last),
+                         "step %d"))
+        ctx.set_cursor(cursor);
     static int64_t zoom_from = -1;
     const bool has_gpu = false;
     const float h = 30.0f * v.font_scale;
     std::vector<Track> tracks = {
-        {"step time (ms)", [](const StepSummary& s) { return s.step_seconds * 1e3; }, 0xff5ab4e6, "%.2f"},
-        {"  prefill (ms)", [](const StepSummary& s) { return phase_ms(s, Phase::kPrefill); }, 0xff009ee6, "%.2f"},
-        {"  decode (ms)", [](const StepSummary& s) { return phase_ms(s, Phase::kDecode); }, 0xff73b400, "%.2f"},
-        {"  schedule (ms)", [](const StepSummary& s) { return phase_ms(s, Phase::kSchedule); }, 0xffa779cc, "%.3f"},
-        {"tokens in step", [](const StepSummary& s) { return static_cast<double>(s.prefill_tokens + s.decode_tokens); }, 0xffe0e0e0, "%.0f"},
-        {"blocks used", [](const StepSummary& s) { return static_cast<double>(s.blocks_used); }, 0xff00b4f0, "%.0f",
-         static_cast<double>(ctx.session->info().num_blocks)},
-        {"fragmentation", [](const StepSummary& s) { return s.fragmentation; }, 0xff005ed5, "%.3f", 1.0},
-        {"prefix hit rate", [](const StepSummary& s) { return s.prefix_hit_rate; }, 0xff73b400, "%.3f", 1.0},
-        {"running", [](const StepSummary& s) { return static_cast<double>(s.running); }, 0xffb27200, "%.0f"},
+        {"step time (ms)", [](const StepSummary& s) { return s.step_seconds * 1e3; }, 0xff5ab4e6,
+         "%.2f"},
+        {"  prefill (ms)", [](const StepSummary& s) { return phase_ms(s, Phase::kPrefill); },
+         0xff009ee6, "%.2f"},
+        {"  decode (ms)", [](const StepSummary& s) { return phase_ms(s, Phase::kDecode); },
+         0xff73b400, "%.2f"},
+        {"  schedule (ms)", [](const StepSummary& s) { return phase_ms(s, Phase::kSchedule); },
+         0xffa779cc, "%.3f"},
+        {"tokens in step",
+         [](const StepSummary& s) {
+             return static_cast<double>(s.prefill_tokens + s.decode_tokens);
+         },
+         0xffe0e0e0, "%.0f"},
+        {"blocks used", [](const StepSummary& s) { return static_cast<double>(s.blocks_used); },
+         0xff00b4f0, "%.0f", static_cast<double>(ctx.session->info().num_blocks)},
+        {"fragmentation", [](const StepSummary& s) { return s.fragmentation; }, 0xff005ed5, "%.3f",
+         1.0},
+        {"prefix hit rate", [](const StepSummary& s) { return s.prefix_hit_rate; }, 0xff73b400,
+         "%.3f", 1.0},
+        {"running", [](const StepSummary& s) { return static_cast<double>(s.running); }, 0xffb27200,
+         "%.0f"},
     };
     for (const Track& t : tracks) {
         int64_t at = plot_track(t, steps, lo, hi, v.cursor, h);
         if (at >= 0) {
-            if (ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) v.view_hi = -1;
-            else if (ImGui::IsMouseDown(ImGuiMouseButton_Left)) ctx.set_cursor(at);
+            if (ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left))
+                v.view_hi = -1;
+            else if (ImGui::IsMouseDown(ImGuiMouseButton_Left))
+                ctx.set_cursor(at);
             if (ImGui::IsMouseClicked(ImGuiMouseButton_Right)) zoom_from = at;
-            if (ImGui::IsMouseReleased(ImGuiMouseButton_Right) && zoom_from >= 0 && at != zoom_from) {
+            if (ImGui::IsMouseReleased(ImGuiMouseButton_Right) && zoom_from >= 0 &&
+                at != zoom_from) {
                 v.view_lo = std::min(at, zoom_from);
                 v.view_hi = std::max(at, zoom_from);
                 zoom_from = -1;
             }
         }
     }
-    ImGui::TextDisabled(has_gpu ? "GPU kernels and HBM bandwidth from CUPTI"
-                                : "GPU kernels: none (CPU backend). Bandwidth: see Memory (estimated on the CPU).");
-    ImGui::TextDisabled("Showing steps %lld..%lld. Right-drag to zoom, double-click to reset.", static_cast<long long>(lo),
-                        static_cast<long long>(hi));
+    ImGui::TextDisabled(
+        has_gpu ? "GPU kernels and HBM bandwidth from CUPTI"
+                : "GPU kernels: none (CPU backend). Bandwidth: see Memory (estimated on the CPU).");
+    ImGui::TextDisabled("Showing steps %lld..%lld. Right-drag to zoom, double-click to reset.",
+                        static_cast<long long>(lo), static_cast<long long>(hi));
     ImGui::End();
 }
 

@@ -10,21 +10,23 @@ namespace kvscope::ui {
 namespace {
 // Index of the first summary with step >= s.
 size_t lower(const std::vector<StepSummary>& steps, int64_t s) {
-    return static_cast<size_t>(std::lower_bound(steps.begin(), steps.end(), s,
-                                                [](const StepSummary& a, int64_t v) { return a.step < v; }) -
-                               steps.begin());
+    return static_cast<size_t>(
+        std::lower_bound(steps.begin(), steps.end(), s,
+                         [](const StepSummary& a, int64_t v) { return a.step < v; }) -
+        steps.begin());
 }
 }  // namespace
 
-int64_t plot_track(const Track& t, const std::vector<StepSummary>& steps, int64_t lo, int64_t hi, int64_t cursor,
-                   float height, const std::vector<StepSummary>* overlay) {
+int64_t plot_track(const Track& t, const std::vector<StepSummary>& steps, int64_t lo, int64_t hi,
+                   int64_t cursor, float height, const std::vector<StepSummary>* overlay) {
     const float label_w = 150.0f * ImGui::GetIO().FontGlobalScale;
     ImVec2 origin = ImGui::GetCursorScreenPos();
     float width = std::max(50.0f, ImGui::GetContentRegionAvail().x - label_w);
     ImDrawList* dl = ImGui::GetWindowDrawList();
     size_t at = lower(steps, cursor);
     char value[64] = "-";
-    if (at < steps.size() && steps[at].step == cursor) std::snprintf(value, sizeof value, t.format, t.value(steps[at]));
+    if (at < steps.size() && steps[at].step == cursor)
+        std::snprintf(value, sizeof value, t.format, t.value(steps[at]));
     dl->AddText(origin, 0xffd0d0d0, t.label);
     dl->AddText(ImVec2(origin.x, origin.y + ImGui::GetTextLineHeight()), t.color, value);
     ImVec2 p0(origin.x + label_w, origin.y);
@@ -33,15 +35,21 @@ int64_t plot_track(const Track& t, const std::vector<StepSummary>& steps, int64_
     ImGui::Dummy(ImVec2(label_w + width, height + 2));
     bool hovered = ImGui::IsItemHovered();
     if (hi <= lo) hi = lo + 1;
-    auto x_of = [&](int64_t s) { return p0.x + static_cast<float>(static_cast<double>(s - lo) / static_cast<double>(hi - lo)) * width; };
+    auto x_of = [&](int64_t s) {
+        return p0.x +
+               static_cast<float>(static_cast<double>(s - lo) / static_cast<double>(hi - lo)) *
+                   width;
+    };
     auto draw = [&](const std::vector<StepSummary>& data, uint32_t color) {
         double vmax = t.fixed_max;
         size_t a = lower(data, lo), b = lower(data, hi + 1);
         if (vmax <= 0)
-            for (size_t i = a; i < b; ++i) vmax = std::max(vmax, t.value(data[i]));
+            for (size_t i = a; i < b; ++i)
+                vmax = std::max(vmax, t.value(data[i]));
         if (vmax <= 0) vmax = 1;
         int columns = static_cast<int>(width);
-        std::vector<float> mn(static_cast<size_t>(columns), 1e30f), mx(static_cast<size_t>(columns), -1e30f);
+        std::vector<float> mn(static_cast<size_t>(columns), 1e30f),
+            mx(static_cast<size_t>(columns), -1e30f);
         for (size_t i = a; i < b; ++i) {
             int c = std::clamp(static_cast<int>(x_of(data[i].step) - p0.x), 0, columns - 1);
             float v = static_cast<float>(t.value(data[i]) / vmax);
@@ -51,7 +59,8 @@ int64_t plot_track(const Track& t, const std::vector<StepSummary>& steps, int64_
         float prev_x = -1, prev_y = -1;
         for (int c = 0; c < columns; ++c) {
             if (mx[static_cast<size_t>(c)] < -1e29f) continue;
-            float y0 = p1.y - mn[static_cast<size_t>(c)] * (height - 2), y1 = p1.y - mx[static_cast<size_t>(c)] * (height - 2);
+            float y0 = p1.y - mn[static_cast<size_t>(c)] * (height - 2),
+                  y1 = p1.y - mx[static_cast<size_t>(c)] * (height - 2);
             float x = p0.x + static_cast<float>(c);
             dl->AddLine(ImVec2(x, y0 + 0.5f), ImVec2(x, y1 - 0.5f), color);
             if (prev_x >= 0) dl->AddLine(ImVec2(prev_x, prev_y), ImVec2(x, y1), color);
@@ -68,7 +77,10 @@ int64_t plot_track(const Track& t, const std::vector<StepSummary>& steps, int64_
     dl->AddLine(ImVec2(cx, p0.y), ImVec2(cx, p1.y), 0xffffffff, 1.5f);
     if (hovered) {
         float mx = ImGui::GetMousePos().x;
-        if (mx >= p0.x) return lo + static_cast<int64_t>(static_cast<double>(mx - p0.x) / width * static_cast<double>(hi - lo) + 0.5);
+        if (mx >= p0.x)
+            return lo +
+                   static_cast<int64_t>(
+                       static_cast<double>(mx - p0.x) / width * static_cast<double>(hi - lo) + 0.5);
     }
     return -1;
 }

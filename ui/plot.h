@@ -14,11 +14,12 @@ struct Track {
     const char* label;
     std::function<double(const StepSummary&)> value;
     uint32_t color;
-    const char* format;  // printf format for the value at the cursor
+    const char* format;    // printf format for the value at the cursor
     double fixed_max = 0;  // 0: scale to the data
 };
 
-int64_t plot_track(const Track& track, const std::vector<StepSummary>& steps, int64_t lo, int64_t hi,
-                   int64_t cursor, float height, const std::vector<StepSummary>* overlay = nullptr);
+int64_t plot_track(const Track& track, const std::vector<StepSummary>& steps, int64_t lo,
+                   int64_t hi, int64_t cursor, float height,
+                   const std::vector<StepSummary>* overlay = nullptr);
 
 }  // namespace kvscope::ui

@@ -20,7 +20,8 @@ bool UiContext::open_session(const std::string& path) {
     view.view_lo = 0;
     view.view_hi = -1;
     title = path;
-    view.message = "Replaying " + path + ": drag the timeline or use Left/Right to move through steps.";
+    view.message =
+        "Replaying " + path + ": drag the timeline or use Left/Right to move through steps.";
     update_state();
     return true;
 }
@@ -60,9 +61,10 @@ const std::vector<Event>& UiContext::eviction_log() {
         evictions_of_ = session;
     }
     if (session && session->last_step() > evictions_upto_) {
-        auto more = session->events(evictions_upto_ + 1, session->last_step(),
-                                    {EventKind::kPreempt, EventKind::kBlockEvict, EventKind::kTokenEvict,
-                                     EventKind::kSwapOut, EventKind::kSwapIn, EventKind::kRequestReject});
+        auto more =
+            session->events(evictions_upto_ + 1, session->last_step(),
+                            {EventKind::kPreempt, EventKind::kBlockEvict, EventKind::kTokenEvict,
+                             EventKind::kSwapOut, EventKind::kSwapIn, EventKind::kRequestReject});
         if (more) {
             evictions_.insert(evictions_.end(), more->begin(), more->end());
             evictions_upto_ = session->last_step();
@@ -80,8 +82,10 @@ const std::vector<AttentionRow>& UiContext::attention_rows(int32_t request, int 
         attention_.clear();
         if (session && request >= 0) {
             auto rows = session->attention(request, layer, head, view.cursor);
-            if (rows) attention_ = std::move(rows).value();
-            else view.message = rows.error().message;
+            if (rows)
+                attention_ = std::move(rows).value();
+            else
+                view.message = rows.error().message;
         }
     }
     return attention_;

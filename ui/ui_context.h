@@ -47,7 +47,7 @@ struct ScriptedInput {
 };
 
 class UiContext {
-public:
+  public:
     ViewState view;
     ScriptedInput scripted;
     std::unique_ptr<SessionReader> owned_session;  // replay
@@ -70,7 +70,7 @@ public:
     // Attention rows of (request, layer, head) up to the cursor, cached.
     const std::vector<AttentionRow>& attention_rows(int32_t request, int layer, int head);
 
-private:
+  private:
     std::vector<Event> evictions_;
     int64_t evictions_upto_ = -1;
     SessionReader* evictions_of_ = nullptr;

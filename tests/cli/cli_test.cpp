@@ -16,9 +16,11 @@ test::CommandResult kvscope(std::vector<std::string> args, int timeout = 120) {
     return run_command(args, timeout);
 }
 
-void expect_clean_failure(const test::CommandResult& r, const std::string& expect, const std::string& what) {
+void expect_clean_failure(const test::CommandResult& r, const std::string& expect,
+                          const std::string& what) {
     EXPECT_FALSE(r.signaled) << what << " crashed: " << r.err;
-    EXPECT_TRUE(r.exit_code == 1 || r.exit_code == 2) << what << ": exit " << r.exit_code << "\n" << r.err;
+    EXPECT_TRUE(r.exit_code == 1 || r.exit_code == 2) << what << ": exit " << r.exit_code << "\n"
+                                                      << r.err;
     EXPECT_NE(r.err.find(expect), std::string::npos) << what << ": " << r.err;
 }
 
@@ -37,12 +39,14 @@ TEST(Cli, HelpOnEverySubcommandAndUnknownFlagsFail) {
 TEST(Cli, GeneratePrintIdsWritesOneLineOfIds) {
     auto model = test::stories260k();
     if (!model) GTEST_SKIP() << "fixture ../shared/models/stories260K/stories260K.bin not found";
-    auto r = kvscope({"generate", "--model", *model, "--print-ids", "--max-tokens", "20", "--threads", "1"});
+    auto r = kvscope(
+        {"generate", "--model", *model, "--print-ids", "--max-tokens", "20", "--threads", "1"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     ASSERT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
     std::istringstream in(r.out);
     int n = 0;
-    for (int x; in >> x; ++n) EXPECT_TRUE(x >= 0 && x < 512);
+    for (int x; in >> x; ++n)
+        EXPECT_TRUE(x >= 0 && x < 512);
     EXPECT_EQ(n, 20);
     EXPECT_NE(r.err.find("tokens/s"), std::string::npos);  // stats go to stderr
 }
@@ -52,22 +56,27 @@ TEST(Cli, BadInputGivesOneLineErrorAndStatus1Or2) {
     if (!model) GTEST_SKIP() << "fixture ../shared/models/stories260K/stories260K.bin not found";
     std::string dir = test::temp_dir();
     std::string long_prompt;
-    for (int i = 0; i < 600; ++i) long_prompt += "5 ";
-    expect_clean_failure(kvscope({"generate", "--model", *model, "--prompt", "Once upon a time"}), "no tokenizer",
-                         "text prompt without tokenizer");
-    expect_clean_failure(kvscope({"generate", "--model", *model, "--prompt-ids", long_prompt}), "context holds 512",
-                         "prompt longer than the context");
-    expect_clean_failure(kvscope({"generate", "--model", *model, "--max-tokens", "-5"}), "max-tokens",
-                         "negative max tokens");
-    expect_clean_failure(kvscope({"generate", "--model", *model, "--block-size", "0"}), "block-size", "block size 0");
-    expect_clean_failure(kvscope({"generate", "--model", *model, "--prompt-ids", "1 2 99999"}), "99999",
-                         "token id outside the vocabulary");
-    expect_clean_failure(kvscope({"generate", "--model", dir + "/missing.gguf"}), "cannot open", "missing model");
-    expect_clean_failure(kvscope({"generate", "--model", test::write_file(dir + "/junk.bin", std::string(100, 'x'))}),
+    for (int i = 0; i < 600; ++i)
+        long_prompt += "5 ";
+    expect_clean_failure(kvscope({"generate", "--model", *model, "--prompt", "Once upon a time"}),
+                         "no tokenizer", "text prompt without tokenizer");
+    expect_clean_failure(kvscope({"generate", "--model", *model, "--prompt-ids", long_prompt}),
+                         "context holds 512", "prompt longer than the context");
+    expect_clean_failure(kvscope({"generate", "--model", *model, "--max-tokens", "-5"}),
+                         "max-tokens", "negative max tokens");
+    expect_clean_failure(kvscope({"generate", "--model", *model, "--block-size", "0"}),
+                         "block-size", "block size 0");
+    expect_clean_failure(kvscope({"generate", "--model", *model, "--prompt-ids", "1 2 99999"}),
+                         "99999", "token id outside the vocabulary");
+    expect_clean_failure(kvscope({"generate", "--model", dir + "/missing.gguf"}), "cannot open",
+                         "missing model");
+    expect_clean_failure(kvscope({"generate", "--model",
+                                  test::write_file(dir + "/junk.bin", std::string(100, 'x'))}),
                          "not a GGUF file", "junk model");
     std::string bytes = test::read_file(*model);
-    expect_clean_failure(kvscope({"generate", "--model", test::write_file(dir + "/cut.bin", bytes.substr(0, 5000))}),
-                         "does not match its header", "truncated model");
+    expect_clean_failure(
+        kvscope({"generate", "--model", test::write_file(dir + "/cut.bin", bytes.substr(0, 5000))}),
+        "does not match its header", "truncated model");
     expect_clean_failure(kvscope({"generate", "--model", dir}), "", "a directory as model");
 }
 
@@ -75,15 +84,16 @@ TEST(Cli, RunServesAWorkloadAndWritesTheSummary) {
     auto model = test::stories260k();
     if (!model) GTEST_SKIP() << "fixture ../shared/models/stories260K/stories260K.bin not found";
     std::string dir = test::temp_dir();
-    auto w = kvscope({"workload", "--model", *model, "--kind", "shared-prefix", "--requests", "12", "--seed", "3",
-                      "--out", dir + "/w.jsonl"});
+    auto w = kvscope({"workload", "--model", *model, "--kind", "shared-prefix", "--requests", "12",
+                      "--seed", "3", "--out", dir + "/w.jsonl"});
     ASSERT_EQ(w.exit_code, 0) << w.err;
-    auto r = kvscope({"run", "--model", *model, "--workload", dir + "/w.jsonl", "--num-blocks", "64", "--summary-json",
-                      dir + "/s.json", "--record", dir + "/s.kvs"});
+    auto r = kvscope({"run", "--model", *model, "--workload", dir + "/w.jsonl", "--num-blocks",
+                      "64", "--summary-json", dir + "/s.json", "--record", dir + "/s.kvs"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     auto j = nlohmann::json::parse(test::read_file(dir + "/s.json"));
-    for (const char* key : {"requests", "tokens", "steps", "peak_blocks_used", "mean_fragmentation",
-                            "peak_fragmentation", "prefix_hit_rate", "preemptions", "max_running", "outputs"})
+    for (const char* key :
+         {"requests", "tokens", "steps", "peak_blocks_used", "mean_fragmentation",
+          "peak_fragmentation", "prefix_hit_rate", "preemptions", "max_running", "outputs"})
         EXPECT_TRUE(j.contains(key)) << key;
     EXPECT_EQ(j["requests"], 12);
     EXPECT_EQ(j["outputs"].size(), 12u);
@@ -95,8 +105,10 @@ TEST(Cli, RunServesAWorkloadAndWritesTheSummary) {
     ASSERT_EQ(inspect.exit_code, 0) << inspect.err;
     auto ij = nlohmann::json::parse(inspect.out);
     EXPECT_EQ(ij["step"], 3);
-    for (const char* key : {"step", "steps_total", "pool", "requests", "metrics"}) EXPECT_TRUE(ij.contains(key)) << key;
-    for (const char* key : {"total", "used", "free", "cached"}) EXPECT_TRUE(ij["pool"].contains(key)) << key;
+    for (const char* key : {"step", "steps_total", "pool", "requests", "metrics"})
+        EXPECT_TRUE(ij.contains(key)) << key;
+    for (const char* key : {"total", "used", "free", "cached"})
+        EXPECT_TRUE(ij["pool"].contains(key)) << key;
     EXPECT_EQ(ij["pool"]["total"], 64);
 }
 
@@ -104,19 +116,22 @@ TEST(Cli, MalformedWorkloadsAreReportedWithLineNumbers) {
     auto model = test::stories260k();
     if (!model) GTEST_SKIP() << "fixture ../shared/models/stories260K/stories260K.bin not found";
     std::string dir = test::temp_dir();
-    test::write_file(dir + "/bad.jsonl", "{\"prompt_ids\":[1,2]}\n{\"prompt_ids\":[1], \"colour\": 3}\n");
+    test::write_file(dir + "/bad.jsonl",
+                     "{\"prompt_ids\":[1,2]}\n{\"prompt_ids\":[1], \"colour\": 3}\n");
     expect_clean_failure(kvscope({"run", "--model", *model, "--workload", dir + "/bad.jsonl"}),
                          "bad.jsonl:2: unknown field 'colour'", "unknown field");
-    test::write_file(dir + "/big.jsonl", "{\"id\":\"small\",\"prompt_ids\":[1,2],\"max_tokens\":4}\n"
-                                         "{\"id\":\"huge\",\"prompt_ids\":[1,2],\"max_tokens\":400}\n");
-    auto r = kvscope({"run", "--model", *model, "--workload", dir + "/big.jsonl", "--num-blocks", "4",
-                      "--summary-json", dir + "/s.json"});
+    test::write_file(dir + "/big.jsonl",
+                     "{\"id\":\"small\",\"prompt_ids\":[1,2],\"max_tokens\":4}\n"
+                     "{\"id\":\"huge\",\"prompt_ids\":[1,2],\"max_tokens\":400}\n");
+    auto r = kvscope({"run", "--model", *model, "--workload", dir + "/big.jsonl", "--num-blocks",
+                      "4", "--summary-json", dir + "/s.json"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     auto j = nlohmann::json::parse(test::read_file(dir + "/s.json"));
     EXPECT_EQ(j["rejected"], 1);
     EXPECT_TRUE(j["outputs"].contains("small"));
-    expect_clean_failure(kvscope({"run", "--model", *model, "--workload", dir + "/big.jsonl", "--num-blocks", "0"}),
-                         "num-blocks", "a pool of no blocks");
+    expect_clean_failure(
+        kvscope({"run", "--model", *model, "--workload", dir + "/big.jsonl", "--num-blocks", "0"}),
+        "num-blocks", "a pool of no blocks");
 }
 
 }  // namespace

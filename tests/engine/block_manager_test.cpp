@@ -10,7 +10,8 @@ namespace {
 
 std::vector<const BlockTable*> live(const std::vector<BlockTable>& tables) {
     std::vector<const BlockTable*> out;
-    for (const auto& t : tables) out.push_back(&t);
+    for (const auto& t : tables)
+        out.push_back(&t);
     return out;
 }
 
@@ -90,12 +91,16 @@ TEST(BlockManager, RandomizedOperationsKeepInvariants) {
             int op = static_cast<int>(rng() % 4);
             if (op == 0 || tables.empty()) {  // allocate a new sequence
                 BlockTable t;
-                if (m.grow(t, 1 + static_cast<int>(rng() % 40)).ok()) tables.push_back(t);
-                else ++failures;
+                if (m.grow(t, 1 + static_cast<int>(rng() % 40)).ok())
+                    tables.push_back(t);
+                else
+                    ++failures;
             } else {
                 size_t k = rng() % tables.size();
                 if (op == 1) {  // append tokens
-                    if (!m.grow(tables[k], tables[k].num_tokens + 1 + static_cast<int>(rng() % 5)).ok()) ++failures;
+                    if (!m.grow(tables[k], tables[k].num_tokens + 1 + static_cast<int>(rng() % 5))
+                             .ok())
+                        ++failures;
                 } else if (op == 2) {  // fork
                     BlockTable child;
                     m.fork(tables[k], child);
@@ -108,7 +113,8 @@ TEST(BlockManager, RandomizedOperationsKeepInvariants) {
             std::string err = m.check_invariants(live(tables));
             ASSERT_EQ(err, "") << "after op " << i << " (" << op << ")";
         }
-        for (auto& t : tables) m.free(t);
+        for (auto& t : tables)
+            m.free(t);
         EXPECT_EQ(m.pool().num_free(), 64) << "blocks leaked";
         EXPECT_GT(failures, 0) << "the pool never ran full: the test would miss that path";
         if (block_size > 1) {

@@ -16,8 +16,10 @@ TEST(CpuOps, MatmulEqualsDotBitForBitForAnyBatchAndThreads) {
     for (int k : {1, 7, 8, 64, 67}) {
         const int rows = 37;  // odd, so the 2-row tiles leave a tail
         std::vector<float> w(static_cast<size_t>(rows) * k), x(static_cast<size_t>(9) * k);
-        for (auto& v : w) v = dist(rng);
-        for (auto& v : x) v = dist(rng);
+        for (auto& v : w)
+            v = dist(rng);
+        for (auto& v : x)
+            v = dist(rng);
         Matrix m{w.data(), rows, k};
         for (int threads : {1, 2, 3}) {
             ThreadPool pool(threads);
@@ -26,10 +28,12 @@ TEST(CpuOps, MatmulEqualsDotBitForBitForAnyBatchAndThreads) {
                 matmul(pool, x.data(), n, m, out.data());
                 for (int r = 0; r < n; ++r)
                     for (int o = 0; o < rows; ++o) {
-                        float want = dot(&w[static_cast<size_t>(o) * k], &x[static_cast<size_t>(r) * k], k);
+                        float want =
+                            dot(&w[static_cast<size_t>(o) * k], &x[static_cast<size_t>(r) * k], k);
                         float got = out[static_cast<size_t>(r) * rows + o];
                         ASSERT_EQ(std::memcmp(&want, &got, sizeof(float)), 0)
-                            << "k=" << k << " n=" << n << " threads=" << threads << " r=" << r << " o=" << o;
+                            << "k=" << k << " n=" << n << " threads=" << threads << " r=" << r
+                            << " o=" << o;
                     }
             }
         }
@@ -41,9 +45,11 @@ TEST(CpuOps, ParallelForCoversEveryIndexOnce) {
     for (int64_t n : {1, 2, 5, 1000}) {
         std::vector<int> hits(static_cast<size_t>(n), 0);
         pool.parallel_for(n, ThreadPool::kMinParallelWork * 4, [&](int64_t b, int64_t e) {
-            for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
+            for (int64_t i = b; i < e; ++i)
+                ++hits[static_cast<size_t>(i)];
         });
-        for (int h : hits) ASSERT_EQ(h, 1);
+        for (int h : hits)
+            ASSERT_EQ(h, 1);
     }
 }
 

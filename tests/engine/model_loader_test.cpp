@@ -15,7 +15,9 @@
 namespace kvscope {
 namespace {
 
-std::vector<float> values_of(const float* p, size_t n) { return std::vector<float>(p, p + n); }
+std::vector<float> values_of(const float* p, size_t n) {
+    return std::vector<float>(p, p + n);
+}
 
 // A tiny llama GGUF holding the random model's weights, tensors stored as `type`.
 std::string tiny_llama(const LoadedModel& m, GgmlType type, const std::string& arch = "llama") {
@@ -35,7 +37,8 @@ std::string tiny_llama(const LoadedModel& m, GgmlType type, const std::string& a
                  values_of(w.data, static_cast<size_t>(w.rows) * w.cols), type);
     };
     auto vec = [&](const std::string& name, const Vector& v) {
-        b.tensor(name, {static_cast<uint64_t>(v.size)}, values_of(v.data, static_cast<size_t>(v.size)));
+        b.tensor(name, {static_cast<uint64_t>(v.size)},
+                 values_of(v.data, static_cast<size_t>(v.size)));
     };
     mat("token_embd.weight", m.weights.token_embedding);
     for (int l = 0; l < c.n_layers; ++l) {
@@ -74,26 +77,31 @@ TEST(ModelLoader, GgufRoundTripsWeightsOfEveryType) {
         EXPECT_EQ(c.n_kv_heads, 2);
         EXPECT_EQ(c.vocab_size, 96);
         EXPECT_EQ(loaded->format, "gguf v3");
-        double tol = type == GgmlType::F32 ? 0 : type == GgmlType::F16 ? 1e-3 : type == GgmlType::BF16 ? 1e-2 : 2e-2;
+        double tol = type == GgmlType::F32    ? 0
+                     : type == GgmlType::F16  ? 1e-3
+                     : type == GgmlType::BF16 ? 1e-2
+                                              : 2e-2;
         const Matrix& got = loaded->weights.layers[1].w_up;
         const Matrix& want = src->weights.layers[1].w_up;
         ASSERT_EQ(got.rows, want.rows);
         ASSERT_EQ(got.cols, want.cols);
         for (int i = 0; i < want.rows * want.cols; ++i)
-            ASSERT_NEAR(got.data[i], want.data[i], tol * (1 + std::fabs(want.data[i]))) << "type " << static_cast<int>(type);
+            ASSERT_NEAR(got.data[i], want.data[i], tol * (1 + std::fabs(want.data[i])))
+                << "type " << static_cast<int>(type);
         // And it runs.
         auto model = std::make_shared<const LoadedModel>(std::move(loaded).value());
         auto engine = Engine::create(model, {});
         ASSERT_TRUE(engine.ok());
         int n = 0;
-        auto stats = generate(**engine, {{1, 2, 3}, 5, {}}, [&](int32_t) { ++n; });
+        auto stats = generate(**engine, {{1, 2, 3}, 5, {}, {}}, [&](int32_t) { ++n; });
         ASSERT_TRUE(stats.ok());
         EXPECT_EQ(n, 5);
     }
 }
 
 TEST(ModelLoader, Fp16ConversionIsExactWhereItCanBe) {
-    for (float f : {0.0f, -0.0f, 1.0f, -2.5f, 65504.0f, 6.103515625e-05f, 5.960464477539063e-08f, 0.333251953125f})
+    for (float f : {0.0f, -0.0f, 1.0f, -2.5f, 65504.0f, 6.103515625e-05f, 5.960464477539063e-08f,
+                    0.333251953125f})
         EXPECT_EQ(fp16_to_f32(f32_to_fp16(f)), f) << f;
     EXPECT_TRUE(std::isinf(fp16_to_f32(f32_to_fp16(1e6f))));
     EXPECT_TRUE(std::isnan(fp16_to_f32(f32_to_fp16(std::nanf("")))));
@@ -132,12 +140,14 @@ TEST(ModelLoader, RefusesLyingGgufFiles) {
     {
         std::string s = good;  // tensor offsets shifted past the end
         test::GgufBuilder b;
-        cases.push_back({"offsets past the end", tiny_llama(*src, GgmlType::F32).substr(0, 0) + [&] {
-                             test::GgufBuilder bb;
-                             bb.kv_string("general.architecture", "llama");
-                             bb.tensor("t", {8}, std::vector<float>(8, 1.0f));
-                             return bb.build(1 << 20);
-                         }(),
+        cases.push_back({"offsets past the end",
+                         tiny_llama(*src, GgmlType::F32).substr(0, 0) +
+                             [&] {
+                                 test::GgufBuilder bb;
+                                 bb.kv_string("general.architecture", "llama");
+                                 bb.tensor("t", {8}, std::vector<float>(8, 1.0f));
+                                 return bb.build(1 << 20);
+                             }(),
                          "ends at byte"});
     }
     {
@@ -192,7 +202,8 @@ TEST(ModelLoader, RefusesLyingGgufFiles) {
         b.tensor("token_embd.weight", {64, 96}, std::vector<float>(64 * 96, 0.5f));
         b.tensor("blk.0.attn_norm.weight", {64}, std::vector<float>(64, 1.0f));
         b.tensor("blk.0.attn_q.weight", {64, 32}, std::vector<float>(64 * 32, 0.1f));
-        cases.push_back({"wrong shape", b.build(), "has shape [64, 32] but the config needs [64, 64]"});
+        cases.push_back(
+            {"wrong shape", b.build(), "has shape [64, 32] but the config needs [64, 64]"});
     }
     {
         test::GgufBuilder b;
@@ -210,8 +221,10 @@ TEST(ModelLoader, RefusesLyingGgufFiles) {
         test::write_file(path, c.bytes);
         auto m = load_model(path);
         ASSERT_FALSE(m.ok()) << c.name;
-        EXPECT_NE(m.error().message.find(c.expect), std::string::npos) << c.name << ": " << m.error().message;
-        EXPECT_EQ(m.error().message.find('\n'), std::string::npos) << "one line: " << m.error().message;
+        EXPECT_NE(m.error().message.find(c.expect), std::string::npos)
+            << c.name << ": " << m.error().message;
+        EXPECT_EQ(m.error().message.find('\n'), std::string::npos)
+            << "one line: " << m.error().message;
     }
 }
 
@@ -231,8 +244,10 @@ TEST(ModelLoader, EveryTruncationAndRandomCorruptionIsSafe) {
     std::string big = tiny_llama(*src, GgmlType::Q8_0);
     for (int i = 0; i < 3000; ++i) {
         std::string s = i % 2 ? big : good;
-        for (int k = 0; k < 4; ++k) s[rng() % s.size()] = static_cast<char>(rng());
-        auto r = GgufFile::parse({reinterpret_cast<const uint8_t*>(s.data()), s.size()}, "flip.gguf");
+        for (int k = 0; k < 4; ++k)
+            s[rng() % s.size()] = static_cast<char>(rng());
+        auto r =
+            GgufFile::parse({reinterpret_cast<const uint8_t*>(s.data()), s.size()}, "flip.gguf");
         (void)r;  // ok or an error; never a crash (ASan watches)
     }
 }
@@ -253,7 +268,8 @@ TEST(ModelLoader, Stories260kLlama2cCheckpoint) {
     EXPECT_EQ(m->tokenizer, nullptr);
 
     std::string bytes = test::read_file(*path);
-    for (size_t cut : {size_t{0}, size_t{10}, size_t{27}, size_t{28}, bytes.size() / 2, bytes.size() - 4}) {
+    for (size_t cut :
+         {size_t{0}, size_t{10}, size_t{27}, size_t{28}, bytes.size() / 2, bytes.size() - 4}) {
         std::string p = test::temp_dir() + "/cut.bin";
         test::write_file(p, bytes.substr(0, cut));
         auto r = load_model(p);
@@ -288,7 +304,8 @@ TEST(ModelLoader, Stories260kGreedyMatchesLlama2cRunC) {
     ASSERT_TRUE(want_text);
     std::vector<int32_t> want;
     std::istringstream in(test::read_file(*want_text));
-    for (int32_t x; in >> x;) want.push_back(x);
+    for (int32_t x; in >> x;)
+        want.push_back(x);
     ASSERT_EQ(want.size(), 200u);
     auto m = load_model(*path);
     ASSERT_TRUE(m.ok());
@@ -299,7 +316,7 @@ TEST(ModelLoader, Stories260kGreedyMatchesLlama2cRunC) {
         auto engine = Engine::create(model, o);
         ASSERT_TRUE(engine.ok());
         std::vector<int32_t> got;
-        auto s = generate(**engine, {{1}, 200, {}}, [&](int32_t t) { got.push_back(t); });
+        auto s = generate(**engine, {{1}, 200, {}, {}}, [&](int32_t t) { got.push_back(t); });
         ASSERT_TRUE(s.ok());
         EXPECT_EQ(got, want) << "block size " << block_size;
     }
@@ -310,12 +327,16 @@ TEST(ModelLoader, Stories260kGreedyMatchesLlama2cRunC) {
     ASSERT_TRUE(sampled_text);
     std::vector<int32_t> want_s;
     std::istringstream in2(test::read_file(*sampled_text));
-    for (int32_t x; in2 >> x;) want_s.push_back(x);
+    for (int32_t x; in2 >> x;)
+        want_s.push_back(x);
     auto engine = Engine::create(model, {});
     std::vector<int32_t> got_s;
-    ASSERT_TRUE(generate(**engine, {{1}, 200, {1.0f, 0.9f, 42}}, [&](int32_t t) { got_s.push_back(t); }).ok());
+    ASSERT_TRUE(generate(**engine, {{1}, 200, {1.0f, 0.9f, 42}, {}}, [&](int32_t t) {
+                    got_s.push_back(t);
+                }).ok());
     size_t same = 0;
-    while (same < got_s.size() && same < want_s.size() && got_s[same] == want_s[same]) ++same;
+    while (same < got_s.size() && same < want_s.size() && got_s[same] == want_s[same])
+        ++same;
     EXPECT_GE(same, 64u) << "sampled tokens diverge from run.c after " << same;
 }
 

@@ -49,14 +49,16 @@ TEST_P(PagedVsContiguous, LogitsMatchAtEveryStep) {
 
             int prompt_len = 1 + static_cast<int>(rng() % 70);
             std::vector<int32_t> prompt(static_cast<size_t>(prompt_len));
-            for (auto& t : prompt) t = static_cast<int32_t>(rng() % static_cast<unsigned>(c.config.vocab_size));
+            for (auto& t : prompt)
+                t = static_cast<int32_t>(rng() % static_cast<unsigned>(c.config.vocab_size));
             BlockTable table;
             ASSERT_TRUE(e.blocks().grow(table, prompt_len).ok());
             ForwardBatch batch{prompt, {SequenceChunk{&table, 0, prompt_len, true}}};
             std::vector<float> logits;
             e.forward().run(batch, logits);
             const std::vector<float>* want = nullptr;
-            for (int p = 0; p < prompt_len; ++p) want = &ref.step(prompt[static_cast<size_t>(p)], p);
+            for (int p = 0; p < prompt_len; ++p)
+                want = &ref.step(prompt[static_cast<size_t>(p)], p);
             ASSERT_LE(max_relative_error(logits.data(), *want), 1e-5)
                 << c.name << " prefill of " << prompt_len << " tokens, block size " << block_size;
 
@@ -86,14 +88,16 @@ TEST(PagedBatch, MixedPrefillAndDecodeMatchSeparateRuns) {
     auto engine = Engine::create(model, opts);
     ASSERT_TRUE(engine.ok());
     Engine& e = **engine;
-    std::vector<int32_t> a = {3, 14, 15, 92, 65, 35, 89}, b = {27, 18, 28, 18, 28, 45, 90, 45, 23, 53};
+    std::vector<int32_t> a = {3, 14, 15, 92, 65, 35, 89},
+                         b = {27, 18, 28, 18, 28, 45, 90, 45, 23, 53};
     test::ReferenceForward ref_a(*model), ref_b(*model);
     BlockTable ta, tb;
     ASSERT_TRUE(e.blocks().grow(ta, 6).ok());
     std::vector<float> logits;
     ForwardBatch first{{a.begin(), a.begin() + 6}, {SequenceChunk{&ta, 0, 6, true}}};
     e.forward().run(first, logits);
-    for (int p = 0; p < 6; ++p) ref_a.step(a[static_cast<size_t>(p)], p);
+    for (int p = 0; p < 6; ++p)
+        ref_a.step(a[static_cast<size_t>(p)], p);
     // Now a decodes its 7th token while b prefills all of its prompt.
     ASSERT_TRUE(e.blocks().grow(ta, 7).ok());
     ASSERT_TRUE(e.blocks().grow(tb, 10).ok());
@@ -106,7 +110,8 @@ TEST(PagedBatch, MixedPrefillAndDecodeMatchSeparateRuns) {
     const auto& want_a = ref_a.step(a[6], 6);
     EXPECT_LE(max_relative_error(logits.data(), want_a), 1e-5);
     const std::vector<float>* want_b = nullptr;
-    for (int p = 0; p < 10; ++p) want_b = &ref_b.step(b[static_cast<size_t>(p)], p);
+    for (int p = 0; p < 10; ++p)
+        want_b = &ref_b.step(b[static_cast<size_t>(p)], p);
     EXPECT_LE(max_relative_error(logits.data() + 97, *want_b), 1e-5);
 }
 
@@ -135,10 +140,13 @@ TEST(PagedBatch, PrefillAndTokenByTokenAreBitIdentical) {
     e.forward().run({prompt, {SequenceChunk{&whole, 0, n, true}}}, prefill_logits);
     for (int32_t p = 0; p < n; ++p) {
         ASSERT_TRUE(e.blocks().grow(single, p + 1).ok());
-        e.forward().run({{prompt[static_cast<size_t>(p)]}, {SequenceChunk{&single, p, 1, true}}}, step_logits);
+        e.forward().run({{prompt[static_cast<size_t>(p)]}, {SequenceChunk{&single, p, 1, true}}},
+                        step_logits);
     }
     ASSERT_EQ(prefill_logits.size(), step_logits.size());
-    EXPECT_EQ(std::memcmp(prefill_logits.data(), step_logits.data(), prefill_logits.size() * sizeof(float)), 0);
+    EXPECT_EQ(std::memcmp(prefill_logits.data(), step_logits.data(),
+                          prefill_logits.size() * sizeof(float)),
+              0);
 }
 
 }  // namespace

@@ -14,7 +14,8 @@ namespace {
 std::vector<Request> random_workload(int count, int vocab, uint64_t seed, bool sampled) {
     std::mt19937_64 rng(seed);
     std::vector<int32_t> system_prompt(24);
-    for (auto& t : system_prompt) t = static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab));
+    for (auto& t : system_prompt)
+        t = static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab));
     std::vector<Request> out;
     for (int i = 0; i < count; ++i) {
         Request r;
@@ -23,7 +24,8 @@ std::vector<Request> random_workload(int count, int vocab, uint64_t seed, bool s
         r.arrival_step = static_cast<int64_t>(rng() % 12);
         if (rng() % 2) r.prompt = system_prompt;  // a shared prefix for half of them
         int extra = 1 + static_cast<int>(rng() % 30);
-        for (int k = 0; k < extra; ++k) r.prompt.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab)));
+        for (int k = 0; k < extra; ++k)
+            r.prompt.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab)));
         r.max_tokens = 1 + static_cast<int32_t>(rng() % 24);
         r.sampling.seed = rng() % 1000;
         if (sampled && rng() % 2) {
@@ -57,7 +59,8 @@ RunResult serve(std::shared_ptr<LoadedModel> model, const std::vector<Request>& 
             out.invariant_error = "step " + std::to_string(s.current_step()) + ": " + err;
     }
     out.summary = s.summary();
-    if ((*engine)->blocks().pool().num_free() != num_blocks) out.invariant_error += " blocks leaked at the end";
+    if ((*engine)->blocks().pool().num_free() != num_blocks)
+        out.invariant_error += " blocks leaked at the end";
     return out;
 }
 
@@ -72,9 +75,12 @@ TEST(Scheduler, OutputsDoNotDependOnScheduling) {
         Request solo = r;
         solo.arrival_step = 0;
         auto res = serve(model, {solo}, 64, 16, {});
-        for (auto& [k, v] : res.summary.outputs) alone[k] = v;
+        for (auto& [k, v] : res.summary.outputs)
+            alone[k] = v;
     }
-    ASSERT_EQ(alone.size(), 40u + 2u * static_cast<size_t>(std::count_if(requests.begin(), requests.end(), [](const Request& r) { return r.n == 3; })));
+    ASSERT_EQ(alone.size(), 40u + 2u * static_cast<size_t>(std::count_if(
+                                           requests.begin(), requests.end(),
+                                           [](const Request& r) { return r.n == 3; })));
 
     struct Variant {
         const char* name;
@@ -137,7 +143,8 @@ TEST(Scheduler, PrefixCacheSkipsSharedPrefill) {
     auto model = test::make_random_model(c, 8);
     std::vector<Request> reqs;
     std::vector<int32_t> shared(64);
-    for (size_t i = 0; i < shared.size(); ++i) shared[i] = static_cast<int32_t>((i * 7) % 97);
+    for (size_t i = 0; i < shared.size(); ++i)
+        shared[i] = static_cast<int32_t>((i * 7) % 97);
     for (int i = 0; i < 10; ++i) {
         Request r;
         r.id = "s";
@@ -156,7 +163,8 @@ TEST(Scheduler, PrefixCacheSkipsSharedPrefill) {
     // 9 of 10 requests reuse all 4 full blocks of the shared 64 tokens.
     EXPECT_NEAR(with.summary.prefix_hit_rate, 9.0 * 64 / (10 * 65), 1e-9);
     EXPECT_EQ(without.summary.prefix_hit_rate, 0.0);
-    EXPECT_EQ(with.summary.prefill_tokens_computed + 9 * 64, without.summary.prefill_tokens_computed);
+    EXPECT_EQ(with.summary.prefill_tokens_computed + 9 * 64,
+              without.summary.prefill_tokens_computed);
 }
 
 TEST(Scheduler, ParallelSamplesShareThePromptAndCopyOnWrite) {
@@ -204,7 +212,8 @@ TEST(Scheduler, ContiguousWastesMoreThanPaged) {
     ModelConfig c = test::small_test_config();
     auto model = test::make_random_model(c, 4);
     auto requests = random_workload(30, c.vocab_size, 5, false);
-    for (auto& r : requests) r.max_tokens = 40;  // reservations far beyond most prompts
+    for (auto& r : requests)
+        r.max_tokens = 40;  // reservations far beyond most prompts
     ServingOptions paged, contiguous;
     contiguous.allocator = Allocator::kContiguous;
     auto p = serve(model, requests, 80, 8, paged);
@@ -217,7 +226,8 @@ TEST(Scheduler, ContiguousWastesMoreThanPaged) {
 TEST(Workload, ParsesAndReportsBadLinesWithTheirNumbers) {
     auto ok = parse_workload(
         "# a comment\n{\"id\":\"a\",\"prompt_ids\":[1,2],\"max_tokens\":3}\n\n"
-        "{\"prompt_ids\":[5],\"n\":2,\"temperature\":0.5,\"top_p\":0.9,\"seed\":4,\"arrival_step\":7}\n",
+        "{\"prompt_ids\":[5],\"n\":2,\"temperature\":0.5,\"top_p\":0.9,\"seed\":4,\"arrival_step\":"
+        "7}\n",
         "w.jsonl", nullptr, 10);
     ASSERT_TRUE(ok.ok()) << ok.error().message;
     ASSERT_EQ(ok->size(), 2u);
@@ -229,18 +239,19 @@ TEST(Workload, ParsesAndReportsBadLinesWithTheirNumbers) {
         const char* text;
         const char* expect;
     };
-    for (const Bad& b : {Bad{"{\"prompt_ids\":[1]}\n{oops", "w.jsonl:2: not valid JSON"},
-                         Bad{"{\"prompt_ids\":[1],\"max_token\":3}", "w.jsonl:1: unknown field 'max_token'"},
-                         Bad{"{\"prompt_ids\":[1,99]}", "w.jsonl:1: 'prompt_ids' holds 99"},
-                         Bad{"{\"prompt\":\"hi\"}", "no tokenizer"},
-                         Bad{"{\"prompt_ids\":[1],\"max_tokens\":-1}", "'max_tokens' is -1"},
-                         Bad{"{\"prompt_ids\":[1],\"n\":100000}", "'n' is 100000"},
-                         Bad{"{\"prompt_ids\":[]}", "the prompt is empty"},
-                         Bad{"[1,2]", "expected a JSON object"},
-                         Bad{"{\"id\":\"x\",\"prompt_ids\":[1]}\n{\"id\":\"x\",\"prompt_ids\":[2]}", "duplicate request id"},
-                         Bad{"{\"prompt_ids\":[1],\"temperature\":\"hot\"}", "'temperature' must be a number"},
-                         Bad{"{\"prompt_ids\":[1],\"max_tokens\":99999999999999999999}", "must be an integer"},
-                         Bad{"", "no requests"}}) {
+    for (const Bad& b :
+         {Bad{"{\"prompt_ids\":[1]}\n{oops", "w.jsonl:2: not valid JSON"},
+          Bad{"{\"prompt_ids\":[1],\"max_token\":3}", "w.jsonl:1: unknown field 'max_token'"},
+          Bad{"{\"prompt_ids\":[1,99]}", "w.jsonl:1: 'prompt_ids' holds 99"},
+          Bad{"{\"prompt\":\"hi\"}", "no tokenizer"},
+          Bad{"{\"prompt_ids\":[1],\"max_tokens\":-1}", "'max_tokens' is -1"},
+          Bad{"{\"prompt_ids\":[1],\"n\":100000}", "'n' is 100000"},
+          Bad{"{\"prompt_ids\":[]}", "the prompt is empty"}, Bad{"[1,2]", "expected a JSON object"},
+          Bad{"{\"id\":\"x\",\"prompt_ids\":[1]}\n{\"id\":\"x\",\"prompt_ids\":[2]}",
+              "duplicate request id"},
+          Bad{"{\"prompt_ids\":[1],\"temperature\":\"hot\"}", "'temperature' must be a number"},
+          Bad{"{\"prompt_ids\":[1],\"max_tokens\":99999999999999999999}", "must be an integer"},
+          Bad{"", "no requests"}}) {
         auto r = parse_workload(b.text, "w.jsonl", nullptr, 10);
         ASSERT_FALSE(r.ok()) << b.text;
         EXPECT_NE(r.error().message.find(b.expect), std::string::npos) << r.error().message;

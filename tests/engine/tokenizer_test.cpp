@@ -28,7 +28,8 @@ TokenizerVocab spm_vocab(const std::vector<std::pair<std::string, float>>& piece
         v.token_types.push_back(1);
     }
     v.scores.assign(v.tokens.size(), 0.0f);
-    for (size_t i = 0; i < pieces.size(); ++i) v.scores[259 + i] = pieces[i].second;
+    for (size_t i = 0; i < pieces.size(); ++i)
+        v.scores[259 + i] = pieces[i].second;
     return v;
 }
 
@@ -41,8 +42,18 @@ int32_t id_of(const TokenizerVocab& v, const std::string& piece) {
 const std::string S = "\xe2\x96\x81";  // U+2581
 
 TEST(SpmTokenizer, MergesByScoreAndFallsBackToBytes) {
-    auto v = spm_vocab({{S, -1}, {"h", -1}, {"e", -1}, {"l", -1}, {"o", -1}, {S + "h", -3}, {"el", -2},
-                        {"ll", -0.5f}, {"lo", -0.6f}, {"he", -2.5f}, {S + "hell", -4}, {"hell", -3.5f}});
+    auto v = spm_vocab({{S, -1},
+                        {"h", -1},
+                        {"e", -1},
+                        {"l", -1},
+                        {"o", -1},
+                        {S + "h", -3},
+                        {"el", -2},
+                        {"ll", -0.5f},
+                        {"lo", -0.6f},
+                        {"he", -2.5f},
+                        {S + "hell", -4},
+                        {"hell", -3.5f}});
     auto t = Tokenizer::from_vocab(v);
     ASSERT_TRUE(t.ok()) << t.error().message;
     // "hello" -> "▁hello": "ll" (-0.5) merges first, then "he"... final pieces are vocab tokens.
@@ -50,7 +61,8 @@ TEST(SpmTokenizer, MergesByScoreAndFallsBackToBytes) {
     ASSERT_FALSE(ids.empty());
     EXPECT_EQ(ids[0], 1);  // BOS
     std::string back;
-    for (size_t i = 1; i < ids.size(); ++i) back += (*t)->decode_token(ids[i]);
+    for (size_t i = 1; i < ids.size(); ++i)
+        back += (*t)->decode_token(ids[i]);
     EXPECT_EQ(back, " hello");
     // "é" is not in the vocabulary: two byte tokens.
     auto e = (*t)->encode("\xc3\xa9", false);
@@ -70,7 +82,11 @@ TEST(SpmTokenizer, RoundTripsArbitraryBytesIncludingInvalidUtf8) {
         std::string s;
         for (int k = 0, n = static_cast<int>(rng() % 20); k < n; ++k) {
             int r = static_cast<int>(rng() % 6);
-            s += r == 0 ? 'a' : r == 1 ? 'b' : r == 2 ? ' ' : r == 3 ? '\n' : static_cast<char>(rng() % 256);
+            s += r == 0   ? 'a'
+                 : r == 1 ? 'b'
+                 : r == 2 ? ' '
+                 : r == 3 ? '\n'
+                          : static_cast<char>(rng() % 256);
         }
         if (s.empty() || s.find(' ') != std::string::npos) continue;  // spaces: checked below
         EXPECT_EQ((*t)->decode((*t)->encode(s, false)), " " + s);
@@ -81,9 +97,12 @@ TEST(SpmTokenizer, RoundTripsArbitraryBytesIncludingInvalidUtf8) {
 TEST(BpeTokenizer, Gpt2ByteLevelMergesByRank) {
     TokenizerVocab v;
     v.kind = TokenizerKind::kGpt2Bpe;
-    v.tokens = {"h", "e", "l", "o", "\xc4\xa0", "w", "r", "d", "he", "ll", "hell", "hello", "\xc4\xa0w", "or",
-                "\xc4\xa0wor", "ld", "\xc4\xa0world", "!", "<|end|>"};
-    v.merges = {"h e", "l l", "he ll", "hell o", "\xc4\xa0 w", "o r", "\xc4\xa0w or", "l d", "\xc4\xa0wor ld"};
+    v.tokens = {"h",         "e",  "l",           "o",  "\xc4\xa0",      "w",
+                "r",         "d",  "he",          "ll", "hell",          "hello",
+                "\xc4\xa0w", "or", "\xc4\xa0wor", "ld", "\xc4\xa0world", "!",
+                "<|end|>"};
+    v.merges = {"h e", "l l",          "he ll", "hell o",        "\xc4\xa0 w",
+                "o r", "\xc4\xa0w or", "l d",   "\xc4\xa0wor ld"};
     v.token_types.assign(v.tokens.size(), 1);
     v.token_types.back() = 3;
     v.bos = -1;
@@ -105,7 +124,8 @@ TEST(Tokenizer, RefusesInconsistentVocabularies) {
     EXPECT_NE(Tokenizer::from_vocab(bad_scores).error().message.find("scores"), std::string::npos);
     auto bad_bos = v;
     bad_bos.bos = 100000;
-    EXPECT_NE(Tokenizer::from_vocab(bad_bos).error().message.find("bos token id"), std::string::npos);
+    EXPECT_NE(Tokenizer::from_vocab(bad_bos).error().message.find("bos token id"),
+              std::string::npos);
     TokenizerVocab empty;
     EXPECT_FALSE(Tokenizer::from_vocab(empty).ok());
     TokenizerVocab bpe;

@@ -39,20 +39,22 @@ Image load_png(const std::string& path) {
 size_t diff_in(const Image& a, const Image& b, float x0, float y0, float x1, float y1) {
     size_t n = 0;
     for (int y = static_cast<int>(y0 * a.h); y < static_cast<int>(y1 * a.h); ++y)
-        for (int x = static_cast<int>(x0 * a.w); x < static_cast<int>(x1 * a.w); ++x) n += a.at(x, y) != b.at(x, y);
+        for (int x = static_cast<int>(x0 * a.w); x < static_cast<int>(x1 * a.w); ++x)
+            n += a.at(x, y) != b.at(x, y);
     return n;
 }
 
 size_t distinct_colors(const Image& a, float x0, float y0, float x1, float y1) {
     std::set<uint32_t> c;
     for (int y = static_cast<int>(y0 * a.h); y < static_cast<int>(y1 * a.h); ++y)
-        for (int x = static_cast<int>(x0 * a.w); x < static_cast<int>(x1 * a.w); ++x) c.insert(a.at(x, y));
+        for (int x = static_cast<int>(x0 * a.w); x < static_cast<int>(x1 * a.w); ++x)
+            c.insert(a.at(x, y));
     return c.size();
 }
 
 // An X server for the whole suite: the one in DISPLAY, or an Xvfb we start.
 class Display : public ::testing::Environment {
-public:
+  public:
     void SetUp() override {
         if (std::getenv("DISPLAY")) return;
         if (std::system("command -v Xvfb > /dev/null 2>&1") != 0) return;
@@ -65,10 +67,13 @@ public:
                 dup2(devnull, 1);
                 dup2(devnull, 2);
                 std::string d = std::string(":").append(std::to_string(n));
-                execlp("Xvfb", "Xvfb", d.c_str(), "-screen", "0", "1920x1080x24", "-nolisten", "tcp", nullptr);
+                execlp("Xvfb", "Xvfb", d.c_str(), "-screen", "0", "1920x1080x24", "-nolisten",
+                       "tcp", nullptr);
                 _exit(127);
             }
-            for (int i = 0; i < 50 && !std::filesystem::exists("/tmp/.X11-unix/X" + std::to_string(n)); ++i) usleep(100000);
+            for (int i = 0;
+                 i < 50 && !std::filesystem::exists("/tmp/.X11-unix/X" + std::to_string(n)); ++i)
+                usleep(100000);
             pid_ = pid;
             setenv("DISPLAY", std::string(":").append(std::to_string(n)).c_str(), 1);
         }
@@ -80,7 +85,7 @@ public:
         }
     }
 
-private:
+  private:
     pid_t pid_ = 0;
 };
 const auto* const kDisplay = ::testing::AddGlobalTestEnvironment(new Display);
@@ -91,21 +96,24 @@ test::CommandResult kvscope(std::vector<std::string> args, int timeout = 180) {
 }
 
 class Gui : public ::testing::Test {
-protected:
+  protected:
     void SetUp() override {
         if (!std::getenv("DISPLAY")) GTEST_SKIP() << "no X display and no Xvfb: GUI tests skipped";
         model_ = test::stories260k();
-        if (!model_) GTEST_SKIP() << "fixture ../shared/models/stories260K/stories260K.bin not found";
+        if (!model_)
+            GTEST_SKIP() << "fixture ../shared/models/stories260K/stories260K.bin not found";
         dir_ = test::temp_dir();
         // A private config dir: saved settings must not change what tests see.
         setenv("XDG_CONFIG_HOME", dir_.c_str(), 1);
     }
     std::string record_session(const std::string& name) {
-        auto w = kvscope({"workload", "--model", *model_, "--kind", "chat", "--requests", "16", "--seed", "2", "--out", dir_ + "/w.jsonl"});
+        auto w = kvscope({"workload", "--model", *model_, "--kind", "chat", "--requests", "16",
+                          "--seed", "2", "--out", dir_ + "/w.jsonl"});
         EXPECT_EQ(w.exit_code, 0) << w.err;
         std::string path = dir_ + "/" + name;
-        auto r = kvscope({"run", "--model", *model_, "--workload", dir_ + "/w.jsonl", "--num-blocks", "80", "--record", path,
-                          "--capture-attention", "0:*", "--max-batch-tokens", "128"});
+        auto r = kvscope({"run", "--model", *model_, "--workload", dir_ + "/w.jsonl",
+                          "--num-blocks", "80", "--record", path, "--capture-attention", "0:*",
+                          "--max-batch-tokens", "128"});
         EXPECT_EQ(r.exit_code, 0) << r.err;
         return path;
     }
@@ -131,18 +139,21 @@ TEST_F(Gui, ReplayShowsEveryPanelAndChangesWithTheStep) {
 
 TEST_F(Gui, LiveRunScriptedStepSelectAndHover) {
     std::string script = dir_ + "/s.txt";
-    test::write_file(script, "step 12\nwait 2\nselect-block 2\nhover-heatmap 20 3\nscreenshot " + dir_ +
-                                 "/sel.png\nselect-block -1\nscreenshot " + dir_ + "/nosel.png\nstep 3\nwait 1\nscreenshot " +
-                                 dir_ + "/later.png\nquit\n");
+    test::write_file(script, "step 12\nwait 2\nselect-block 2\nhover-heatmap 20 3\nscreenshot " +
+                                 dir_ + "/sel.png\nselect-block -1\nscreenshot " + dir_ +
+                                 "/nosel.png\nstep 3\nwait 1\nscreenshot " + dir_ +
+                                 "/later.png\nquit\n");
     auto r = kvscope({"gui", "--model", *model_, "--num-blocks", "64", "--script", script});
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    Image sel = load_png(dir_ + "/sel.png"), nosel = load_png(dir_ + "/nosel.png"), later = load_png(dir_ + "/later.png");
+    Image sel = load_png(dir_ + "/sel.png"), nosel = load_png(dir_ + "/nosel.png"),
+          later = load_png(dir_ + "/later.png");
     ASSERT_EQ(sel.w, 1600);
     // The selected block is outlined in yellow (R=255, G=255, B=0) in the block pool.
     auto yellow = [](const Image& im) {
         size_t n = 0;
         for (int y = 0; y < im.h / 3; ++y)
-            for (int x = im.w / 6; x < im.w * 7 / 10; ++x) n += (im.at(x, y) & 0xffffff) == 0x00ffff;
+            for (int x = im.w / 6; x < im.w * 7 / 10; ++x)
+                n += (im.at(x, y) & 0xffffff) == 0x00ffff;
         return n;
     };
     EXPECT_GT(yellow(sel), 20u);
@@ -153,8 +164,8 @@ TEST_F(Gui, LiveRunScriptedStepSelectAndHover) {
 
 TEST_F(Gui, LiveAndReplayShowTheSameStep) {
     std::string rec = dir_ + "/live.kvs";
-    auto live = kvscope({"gui", "--model", *model_, "--num-blocks", "64", "--record", "--record-path", rec, "--step", "9",
-                         "--screenshot", dir_ + "/live.png"});
+    auto live = kvscope({"gui", "--model", *model_, "--num-blocks", "64", "--record",
+                         "--record-path", rec, "--step", "9", "--screenshot", dir_ + "/live.png"});
     ASSERT_EQ(live.exit_code, 0) << live.err;
     auto check = kvscope({"check", rec});
     ASSERT_EQ(check.exit_code, 0) << check.err;

@@ -14,7 +14,7 @@ namespace kvscope {
 namespace {
 
 class StateProbe : public Probe {
-public:
+  public:
     explicit StateProbe(const RunInfo& info) : state(info) {}
     void emit(Event&& e) override { state.apply(e); }
     TimelineState state;
@@ -23,7 +23,8 @@ public:
 std::vector<Request> workload(uint64_t seed, int vocab) {
     std::mt19937_64 rng(seed);
     std::vector<int32_t> shared(20);
-    for (auto& t : shared) t = static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab));
+    for (auto& t : shared)
+        t = static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab));
     std::vector<Request> out;
     for (int i = 0; i < 30; ++i) {
         Request r;
@@ -90,7 +91,8 @@ TEST(RecordReplay, TimelineFromFileEqualsLiveEngineAtEveryStep) {
         Scheduler s(e, so, workload(seed, test::small_test_config().vocab_size));
         std::vector<TimelineState> snapshots;
         while (s.step()) {
-            ASSERT_EQ(compare_with_engine(live.state, s, e), "") << "seed " << seed << " step " << s.current_step() - 1;
+            ASSERT_EQ(compare_with_engine(live.state, s, e), "")
+                << "seed " << seed << " step " << s.current_step() - 1;
             if (live.state.step == s.current_step() - 1) snapshots.push_back(live.state);
         }
         ASSERT_GT(s.summary().preemptions, 0) << "the workload should exercise preemption";
@@ -101,7 +103,8 @@ TEST(RecordReplay, TimelineFromFileEqualsLiveEngineAtEveryStep) {
         ASSERT_GT((*reader)->keyframes().size(), 2u);
         // Forward, backward and random seeks all land on the live state.
         std::vector<size_t> order(snapshots.size());
-        for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+        for (size_t i = 0; i < order.size(); ++i)
+            order[i] = i;
         std::vector<size_t> reversed(order.rbegin(), order.rend());
         std::vector<size_t> shuffled = order;
         std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(seed));
@@ -110,7 +113,8 @@ TEST(RecordReplay, TimelineFromFileEqualsLiveEngineAtEveryStep) {
                 const TimelineState& want = snapshots[i];
                 auto got = (*reader)->state_at(want.step);
                 ASSERT_TRUE(got.ok()) << got.error().message;
-                ASSERT_TRUE(**got == want) << "seed " << seed << ": state differs at step " << want.step;
+                ASSERT_TRUE(**got == want)
+                    << "seed " << seed << ": state differs at step " << want.step;
             }
     }
 }
