@@ -155,21 +155,24 @@ void Scheduler::preempt(Sequence& s) {
         s.table.num_tokens = tokens;  // remembered for swap-in; no blocks held
         s.state = SequenceState::kSwapped;
         swapped_.push_back(s.index);
-        if (rep.on()) {
-            Event e;
-            e.kind = EventKind::kSwapOut;
-            e.request = s.index;
-            e.a = blocks;
-            e.wide =
-                static_cast<int64_t>(blocks) * static_cast<int64_t>(engine_.kv().bytes_per_block());
-            rep.emit(std::move(e));
-        }
+        report_swap(EventKind::kSwapOut, s, blocks);
     } else {
         bm.free(s.table, s.index);
         s.computed = 0;
         s.state = SequenceState::kWaiting;
         waiting_.insert(waiting_.begin(), s.index);
     }
+}
+
+void Scheduler::report_swap(EventKind kind, const Sequence& s, int32_t blocks) {
+    const Reporter& rep = engine_.reporter();
+    if (!rep.on()) return;
+    Event e;
+    e.kind = kind;
+    e.request = s.index;
+    e.a = blocks;
+    e.wide = static_cast<int64_t>(blocks) * static_cast<int64_t>(engine_.kv().bytes_per_block());
+    rep.emit(std::move(e));
 }
 
 bool Scheduler::try_swap_in(Sequence& s) {
@@ -186,16 +189,7 @@ bool Scheduler::try_swap_in(Sequence& s) {
     s.host_blocks.clear();
     s.table = std::move(t);
     s.state = SequenceState::kRunning;
-    const Reporter& rep = engine_.reporter();
-    if (rep.on()) {
-        Event e;
-        e.kind = EventKind::kSwapIn;
-        e.request = s.index;
-        e.a = blocks;
-        e.wide =
-            static_cast<int64_t>(blocks) * static_cast<int64_t>(engine_.kv().bytes_per_block());
-        rep.emit(std::move(e));
-    }
+    report_swap(EventKind::kSwapIn, s, blocks);
     return true;
 }
 

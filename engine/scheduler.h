@@ -115,6 +115,7 @@ class Scheduler {
     bool try_swap_in(Sequence& s);
     void preempt(Sequence& s);
     void report_admit(const Sequence& s, int32_t cached_tokens);
+    void report_swap(EventKind kind, const Sequence& s, int32_t blocks);
     void report_attention(const std::vector<int32_t>& chunk_seq);
     void fork_children(Sequence& parent, const float* logits);
     void append_token(Sequence& s, int32_t token);

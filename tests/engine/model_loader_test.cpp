@@ -114,6 +114,19 @@ struct BadGguf {
     const char* expect;
 };
 
+// The metadata of a one-layer llama (dim 64, 4 heads) with `kv_heads` KV heads, no tensors.
+test::GgufBuilder llama_header(uint32_t kv_heads) {
+    test::GgufBuilder b;
+    b.kv_string("general.architecture", "llama");
+    b.kv_u32("llama.embedding_length", 64);
+    b.kv_u32("llama.feed_forward_length", 96);
+    b.kv_u32("llama.block_count", 1);
+    b.kv_u32("llama.attention.head_count", 4);
+    b.kv_u32("llama.attention.head_count_kv", kv_heads);
+    b.kv_u32("llama.context_length", 64);
+    return b;
+}
+
 TEST(ModelLoader, RefusesLyingGgufFiles) {
     auto src = test::make_random_model(q8_friendly_config(), 3);
     std::string good = tiny_llama(*src, GgmlType::F32);
@@ -189,16 +202,7 @@ TEST(ModelLoader, RefusesLyingGgufFiles) {
     }
     {
         // Shapes that do not match the config.
-        auto other = test::make_random_model(q8_friendly_config(), 4);
-        std::string s = tiny_llama(*other, GgmlType::F32);
-        test::GgufBuilder b;
-        b.kv_string("general.architecture", "llama");
-        b.kv_u32("llama.embedding_length", 64);
-        b.kv_u32("llama.feed_forward_length", 96);
-        b.kv_u32("llama.block_count", 1);
-        b.kv_u32("llama.attention.head_count", 4);
-        b.kv_u32("llama.attention.head_count_kv", 2);
-        b.kv_u32("llama.context_length", 64);
+        test::GgufBuilder b = llama_header(2);
         b.tensor("token_embd.weight", {64, 96}, std::vector<float>(64 * 96, 0.5f));
         b.tensor("blk.0.attn_norm.weight", {64}, std::vector<float>(64, 1.0f));
         b.tensor("blk.0.attn_q.weight", {64, 32}, std::vector<float>(64 * 32, 0.1f));
@@ -206,14 +210,7 @@ TEST(ModelLoader, RefusesLyingGgufFiles) {
             {"wrong shape", b.build(), "has shape [64, 32] but the config needs [64, 64]"});
     }
     {
-        test::GgufBuilder b;
-        b.kv_string("general.architecture", "llama");
-        b.kv_u32("llama.embedding_length", 64);
-        b.kv_u32("llama.feed_forward_length", 96);
-        b.kv_u32("llama.block_count", 1);
-        b.kv_u32("llama.attention.head_count", 4);
-        b.kv_u32("llama.attention.head_count_kv", 3);
-        b.kv_u32("llama.context_length", 64);
+        test::GgufBuilder b = llama_header(3);
         cases.push_back({"kv heads do not divide", b.build(), "do not divide"});
     }
     for (const BadGguf& c : cases) {
