@@ -1,0 +1,224 @@
+// Session files as users meet them: bad files refused clearly, a recording killed with
+// SIGKILL still readable up to its last flushed batch, exports that agree with the Timeline.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "sessions/export.h"
+#include "sessions/session_check.h"
+#include "sessions/session_reader.h"
+#include "test_support.h"
+
+namespace kvscope {
+namespace {
+
+test::CommandResult kvscope(std::vector<std::string> args, int timeout = 120) {
+    args.insert(args.begin(), test::kvscope_binary());
+    return test::run_command(args, timeout);
+}
+
+// A real recording of the fixture model serving a small workload.
+std::string record(const std::string& dir) {
+    auto model = test::stories260k();
+    std::string w = dir + "/w.jsonl";
+    EXPECT_EQ(kvscope({"workload", "--model", *model, "--kind", "burst", "--requests", "30",
+                       "--seed", "4", "--out", w})
+                  .exit_code,
+              0);
+    std::string path = dir + "/s.kvs";
+    auto r = kvscope(
+        {"run", "--model", *model, "--workload", w, "--num-blocks", "48", "--record", path});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return path;
+}
+
+void sql(const std::string& path, const std::string& statement) {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    char* err = nullptr;
+    EXPECT_EQ(sqlite3_exec(db, statement.c_str(), nullptr, nullptr, &err), SQLITE_OK)
+        << (err ? err : "");
+    sqlite3_free(err);
+    sqlite3_close(db);
+}
+
+class SessionFiles : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        if (!test::stories260k())
+            GTEST_SKIP() << "fixture ../shared/models/stories260K/stories260K.bin not found";
+        dir_ = test::temp_dir();
+    }
+    std::string dir_;
+};
+
+TEST_F(SessionFiles, BadFilesAreRefusedWithAClearMessage) {
+    std::string good = record(dir_);
+    std::string bytes = test::read_file(good);
+    struct Case {
+        std::string name, path, expect;
+    };
+    std::vector<Case> cases;
+    auto copy = [&](const std::string& name) {
+        std::string p = dir_ + "/" + name;
+        std::filesystem::copy_file(good, p, std::filesystem::copy_options::overwrite_existing);
+        return p;
+    };
+    cases.push_back({"missing", dir_ + "/nope.kvs", "no such session file"});
+    cases.push_back({"empty", test::write_file(dir_ + "/empty.kvs", ""), "not an SQLite file"});
+    std::mt19937 rng(5);
+    std::string noise(8192, '\0');
+    for (char& c : noise)
+        c = static_cast<char>(rng());
+    cases.push_back(
+        {"random bytes", test::write_file(dir_ + "/noise.kvs", noise), "not an SQLite file"});
+    cases.push_back(
+        {"truncated", test::write_file(dir_ + "/cut.kvs", bytes.substr(0, bytes.size() / 3)), ""});
+    {
+        std::string p = dir_ + "/other.kvs";
+        sql(p, "CREATE TABLE notes(x TEXT); INSERT INTO notes VALUES('hello');");
+        cases.push_back({"valid SQLite, not a session", p, "not a kvscope session"});
+    }
+    {
+        std::string p = copy("newer.kvs");
+        sql(p, "PRAGMA user_version=99");
+        cases.push_back({"newer schema", p, "newer than this kvscope understands"});
+    }
+    {
+        std::string p = copy("notable.kvs");
+        sql(p, "DROP TABLE keyframe");
+        cases.push_back({"missing table", p, "missing its 'keyframe' table"});
+    }
+    {
+        std::string p = copy("badrun.kvs");
+        sql(p, "UPDATE meta SET value='{\"num_blocks\": -5, \"block_size\": 16}' WHERE key='run'");
+        cases.push_back({"absurd run info", p, "absurd pool dimensions"});
+    }
+    for (const Case& c : cases) {
+        auto r = SessionReader::open(c.path);
+        std::string msg = r ? "" : r.error().message;
+        // A truncated file may still open (SQLite reads lazily); then check must flag it.
+        if (r && c.name == "truncated") {
+            CheckReport rep = check_session(c.path);
+            EXPECT_FALSE(rep.problems.empty()) << c.name;
+            continue;
+        }
+        ASSERT_FALSE(r.ok()) << c.name;
+        EXPECT_NE(msg.find(c.expect), std::string::npos) << c.name << ": " << msg;
+        auto cli = kvscope({"inspect", c.path});
+        EXPECT_EQ(cli.exit_code, 1) << c.name;
+        EXPECT_FALSE(cli.signaled);
+        auto chk = kvscope({"check", c.path});
+        EXPECT_EQ(chk.exit_code, 1) << c.name;
+    }
+    // Corrupt event data inside an otherwise valid file: check names the step.
+    std::string p = copy("badblob.kvs");
+    sql(p, "UPDATE step SET events = x'ff00ff00' WHERE step = 3");
+    auto chk = kvscope({"check", p});
+    EXPECT_EQ(chk.exit_code, 1);
+    EXPECT_NE(chk.err.find("step 3"), std::string::npos) << chk.err;
+    // A step past the end is a usage error with the valid range.
+    auto past = kvscope({"inspect", good, "--step", "999999"});
+    EXPECT_EQ(past.exit_code, 1);
+    EXPECT_NE(past.err.find("outside the session"), std::string::npos) << past.err;
+}
+
+TEST_F(SessionFiles, KilledRecordingStaysReadable) {
+    auto model = test::stories260k();
+    std::string w = dir_ + "/long.jsonl";
+    {
+        std::ofstream f(w);
+        for (int i = 0; i < 400; ++i)
+            f << "{\"id\":\"k" << i << "\",\"arrival_step\":" << i * 20 << ",\"prompt_ids\":[1,"
+              << 2 + i % 50 << "],\"max_tokens\":200}\n";
+    }
+    std::string path = dir_ + "/killed.kvs";
+    pid_t pid = fork();
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, 1);
+        dup2(devnull, 2);
+        std::string bin = test::kvscope_binary();
+        execl(bin.c_str(), bin.c_str(), "run", "--model", model->c_str(), "--workload", w.c_str(),
+              "--num-blocks", "256", "--record", path.c_str(), "--threads", "1", nullptr);
+        _exit(127);
+    }
+    // Let it record a while (several flushes), then kill it without warning.
+    for (int i = 0; i < 60; ++i) {
+        usleep(50000);
+        std::error_code ec;
+        if (std::filesystem::exists(path + "-wal", ec) &&
+            std::filesystem::file_size(path + "-wal", ec) > 200000)
+            break;
+    }
+    usleep(300000);
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "the run finished before it could be killed";
+    auto chk = kvscope({"check", path});
+    EXPECT_EQ(chk.exit_code, 0) << chk.err;
+    auto r = SessionReader::open(path);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    ASSERT_GT((*r)->steps().size(), 10u);
+    // Every step up to the last one written is there, without gaps in the event sequence.
+    auto state = (*r)->state_at((*r)->last_step());
+    ASSERT_TRUE(state.ok()) << state.error().message;
+    uint64_t expect = 1;
+    for (const auto& s : (*r)->steps()) {
+        EXPECT_EQ(s.first_seq, expect) << "step " << s.step;
+        expect = s.last_seq + 1;
+    }
+}
+
+TEST_F(SessionFiles, PerfettoAndCsvExportsMatchTheTimeline) {
+    std::string path = record(dir_);
+    auto r = SessionReader::open(path);
+    ASSERT_TRUE(r.ok());
+    ASSERT_TRUE(export_perfetto(**r, dir_ + "/t.json").ok());
+    ASSERT_TRUE(export_csv(**r, dir_ + "/t.csv").ok());
+    auto trace = nlohmann::json::parse(test::read_file(dir_ + "/t.json"));
+    ASSERT_TRUE(trace.contains("traceEvents"));
+    std::map<std::string, std::vector<double>> counters;
+    int steps = 0;
+    for (const auto& e : trace["traceEvents"]) {
+        if (e["ph"] == "C")
+            counters[e["name"].get<std::string>()].push_back(e["args"]["value"].get<double>());
+        if (e["ph"] == "X" && e["name"].get<std::string>().rfind("step ", 0) == 0) ++steps;
+    }
+    ASSERT_EQ(static_cast<size_t>(steps), (*r)->steps().size());
+    ASSERT_EQ(counters["blocks_used"].size(), (*r)->steps().size());
+    // The counter tracks carry the Timeline's numbers at every step.
+    for (size_t i = 0; i < (*r)->steps().size(); ++i) {
+        const StepSummary& s = (*r)->steps()[i];
+        auto state = (*r)->state_at(s.step);
+        ASSERT_TRUE(state.ok());
+        EXPECT_EQ(counters["blocks_used"][i], (*state)->blocks_used()) << "step " << s.step;
+        EXPECT_DOUBLE_EQ(counters["fragmentation"][i], (*state)->metrics.at("fragmentation"));
+        EXPECT_DOUBLE_EQ(counters["prefix_hit_rate"][i], (*state)->metrics.at("prefix_hit_rate"));
+    }
+    std::istringstream csv(test::read_file(dir_ + "/t.csv"));
+    std::string line;
+    size_t rows = 0;
+    while (std::getline(csv, line))
+        ++rows;
+    EXPECT_EQ(rows, (*r)->steps().size() + 1);
+    // The CLI writes the same thing and refuses an unknown format.
+    EXPECT_EQ(
+        kvscope({"export", path, "--format", "perfetto", "--out", dir_ + "/c.json"}).exit_code, 0);
+    EXPECT_EQ(kvscope({"export", path, "--format", "pdf", "--out", dir_ + "/c.pdf"}).exit_code, 2);
+}
+
+}  // namespace
+}  // namespace kvscope
