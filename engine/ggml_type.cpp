@@ -5,20 +5,21 @@
 namespace kvscope {
 
 std::optional<GgmlTypeTraits> ggml_type_traits(uint32_t id) {
+    // Block layouts from ggml-common.h (QK_K = 256 for the K-, IQ- and TQ-quants).
     switch (static_cast<GgmlType>(id)) {
         case GgmlType::F32:
             return GgmlTypeTraits{"F32", 1, 4, true};
         case GgmlType::F16:
             return GgmlTypeTraits{"F16", 1, 2, true};
-        case GgmlType::Q4_0:
+        case GgmlType::Q4_0:  // fp16 d, 16 bytes of nibbles
             return GgmlTypeTraits{"Q4_0", 32, 18, true};
-        case GgmlType::Q4_1:
+        case GgmlType::Q4_1:  // fp16 d, fp16 m, 16 bytes of nibbles
             return GgmlTypeTraits{"Q4_1", 32, 20, true};
         case GgmlType::Q5_0:
             return GgmlTypeTraits{"Q5_0", 32, 22, false};
         case GgmlType::Q5_1:
             return GgmlTypeTraits{"Q5_1", 32, 24, false};
-        case GgmlType::Q8_0:
+        case GgmlType::Q8_0:  // fp16 d, 32 x int8
             return GgmlTypeTraits{"Q8_0", 32, 34, true};
         case GgmlType::Q8_1:
             return GgmlTypeTraits{"Q8_1", 32, 36, false};
@@ -34,6 +35,22 @@ std::optional<GgmlTypeTraits> ggml_type_traits(uint32_t id) {
             return GgmlTypeTraits{"Q6_K", 256, 210, false};
         case GgmlType::Q8_K:
             return GgmlTypeTraits{"Q8_K", 256, 292, false};
+        case GgmlType::IQ2_XXS:
+            return GgmlTypeTraits{"IQ2_XXS", 256, 66, false};
+        case GgmlType::IQ2_XS:
+            return GgmlTypeTraits{"IQ2_XS", 256, 74, false};
+        case GgmlType::IQ3_XXS:
+            return GgmlTypeTraits{"IQ3_XXS", 256, 98, false};
+        case GgmlType::IQ1_S:
+            return GgmlTypeTraits{"IQ1_S", 256, 50, false};
+        case GgmlType::IQ4_NL:
+            return GgmlTypeTraits{"IQ4_NL", 32, 18, false};
+        case GgmlType::IQ3_S:
+            return GgmlTypeTraits{"IQ3_S", 256, 110, false};
+        case GgmlType::IQ2_S:
+            return GgmlTypeTraits{"IQ2_S", 256, 82, false};
+        case GgmlType::IQ4_XS:
+            return GgmlTypeTraits{"IQ4_XS", 256, 136, false};
         case GgmlType::I8:
             return GgmlTypeTraits{"I8", 1, 1, false};
         case GgmlType::I16:
@@ -44,8 +61,16 @@ std::optional<GgmlTypeTraits> ggml_type_traits(uint32_t id) {
             return GgmlTypeTraits{"I64", 1, 8, false};
         case GgmlType::F64:
             return GgmlTypeTraits{"F64", 1, 8, false};
+        case GgmlType::IQ1_M:
+            return GgmlTypeTraits{"IQ1_M", 256, 56, false};
         case GgmlType::BF16:
             return GgmlTypeTraits{"BF16", 1, 2, true};
+        case GgmlType::TQ1_0:
+            return GgmlTypeTraits{"TQ1_0", 256, 54, false};
+        case GgmlType::TQ2_0:
+            return GgmlTypeTraits{"TQ2_0", 256, 66, false};
+        case GgmlType::MXFP4:  // e8m0 scale, 16 bytes of nibbles
+            return GgmlTypeTraits{"MXFP4", 32, 17, false};
     }
     return std::nullopt;
 }
@@ -58,7 +83,9 @@ Result<uint64_t> ggml_row_bytes(GgmlType type, uint64_t n) {
                      " are not a whole number of " + std::to_string(t->block_elements) +
                      "-element blocks"};
     uint64_t blocks = n / t->block_elements;
-    if (blocks > UINT64_MAX / t->block_bytes) return Error{"tensor size overflows"};
+    if (blocks > UINT64_MAX / t->block_bytes)
+        return Error{std::to_string(n) + " elements of " + std::string(t->name) +
+                     " take more than 2^64 bytes"};
     return blocks * t->block_bytes;
 }
 
@@ -109,6 +136,15 @@ uint16_t f32_to_fp16(float f) {
     uint32_t rem = abs & 0x1fff;
     if (rem > 0x1000 || (rem == 0x1000 && (result & 1))) ++result;
     return static_cast<uint16_t>(sign | result);
+}
+
+uint16_t f32_to_bf16(float f) {
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    if ((x & 0x7fffffff) > 0x7f800000)  // NaN: keep it one (rounding could carry it to inf)
+        return static_cast<uint16_t>((x >> 16) | 0x40);
+    uint32_t rounding = 0x7fff + ((x >> 16) & 1);  // ties to even; overflow carries to inf
+    return static_cast<uint16_t>((x + rounding) >> 16);
 }
 
 float bf16_to_f32(uint16_t h) {

@@ -7,7 +7,13 @@
 // u64 dims[n_dims] (fastest-varying first), u32 ggml_type, u64 offset}, padding to
 // general.alignment (default 32), then the tensor data section; offsets are relative to it.
 // Strings are u64 length + bytes (no terminator). Every count, length and offset is checked
-// against the file size before use.
+// against the file size before use, so a hostile file gets a one-line Error naming the file, the
+// key or tensor and what is wrong, never an out-of-bounds read, an exception or a huge
+// allocation. Beyond what the format needs, kvscope also refuses: nested arrays, arrays of more
+// than 2^24 elements, strings over 1 GiB, tensors of 0 or more than 4 dimensions, a dimension of
+// 0 or above 2^40, more than 2^50 elements, duplicate keys or tensor names, and
+// general.alignment that is not an integer power of two in 1..2^30. Version 1 (32-bit counts)
+// and big-endian files are refused by name.
 
 #include <cstdint>
 #include <map>
@@ -15,6 +21,8 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "ggml_type.h"
@@ -64,9 +72,15 @@ struct GgufTensorInfo {
 
 class MappedFile;  // read-only mmap, defined in mapped_file.h
 
+// 'text' with quotes, bytes outside printable ASCII escaped as \xNN and long text cut: names
+// and keys come from the file, and an error message must stay one readable line.
+std::string quote_for_message(std::string_view text);
+
 class GgufFile {
   public:
     static Result<GgufFile> open(const std::string& path);
+    // Parses a file already mapped (load_model maps once to sniff the format); takes ownership.
+    static Result<GgufFile> from_mapping(std::unique_ptr<MappedFile> mapping);
     // Parses an in-memory image (used by the fuzzer and tests); `bytes` must outlive the result.
     static Result<GgufFile> parse(std::span<const uint8_t> bytes, std::string display_name);
 
@@ -79,7 +93,7 @@ class GgufFile {
     const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
 
     const GgufValue* find(const std::string& key) const;
-    const GgufTensorInfo* find_tensor(const std::string& name) const;
+    const GgufTensorInfo* find_tensor(const std::string& name) const;  // null when absent
     // Typed getters: error message names the key and what was expected.
     Result<std::string> get_string(const std::string& key) const;
     Result<uint64_t> get_uint(const std::string& key) const;  // any non-negative integer type
@@ -88,7 +102,10 @@ class GgufFile {
     Result<const std::vector<std::string>*> get_string_array(const std::string& key) const;
     Result<const std::vector<double>*> get_number_array(const std::string& key) const;
 
+    // Start of a tensor's size_bytes bytes; t must come from this file's tensors().
     const uint8_t* data(const GgufTensorInfo& t) const { return bytes_.data() + t.offset; }
+    // The whole image (the mapping, or the span given to parse()).
+    std::span<const uint8_t> bytes() const { return bytes_; }
     const std::string& path() const { return name_; }
 
   private:
@@ -99,6 +116,7 @@ class GgufFile {
     uint32_t version_ = 0;
     std::map<std::string, GgufValue> metadata_;
     std::vector<GgufTensorInfo> tensors_;
+    std::unordered_map<std::string, size_t> tensor_index_;  // name -> index in tensors_
 };
 
 }  // namespace kvscope

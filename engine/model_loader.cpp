@@ -1,30 +1,45 @@
 #include "engine/model_loader.h"
 
 #include <cstring>
-#include <fstream>
+#include <exception>
+#include <new>
 
+#include "engine/gguf_file.h"
 #include "engine/gguf_model.h"
 #include "engine/llama2c_loader.h"
+#include "engine/mapped_file.h"
 
 namespace kvscope {
 
+namespace {
+Result<LoadedModel> load(const std::string& path) {
+    auto mapped = MappedFile::open(path);
+    if (!mapped) return mapped.error();
+    std::unique_ptr<MappedFile> file = std::move(mapped).value();
+    const auto bytes = file->bytes();
+    if (bytes.size() >= 4 && std::memcmp(bytes.data(), "GGUF", 4) == 0) {
+        auto gguf = GgufFile::from_mapping(std::move(file));
+        if (!gguf) return gguf.error();
+        return model_from_gguf(std::make_shared<const GgufFile>(std::move(gguf).value()));
+    }
+    // No magic: llama2.c files have none, so a header that makes no sense means the file is
+    // neither format, which is what the user needs to hear.
+    if (Status s = validate_llama2c_header(bytes); !s)
+        return Error{path + ": not a GGUF file (it does not start with \"GGUF\") nor a llama2.c " +
+                     "checkpoint (" + s.error().message + ")"};
+    std::shared_ptr<const MappedFile> shared = std::move(file);
+    return llama2c_from_bytes(bytes, shared, path);
+}
+}  // namespace
+
 Result<LoadedModel> load_model(const std::string& path) {
-    char magic[4] = {};
-    {
-        std::ifstream f(path, std::ios::binary);
-        if (!f) return Error{path + ": cannot open the model file"};
-        f.read(magic, 4);
+    try {
+        return load(path);
+    } catch (const std::bad_alloc&) {
+        return Error{path + ": out of memory while loading the model"};
+    } catch (const std::exception& e) {
+        return Error{path + ": cannot load the model: " + e.what()};
     }
-    if (std::memcmp(magic, "GGUF", 4) != 0) {
-        auto m = load_llama2c(path);
-        if (!m && m.error().message.find("not a valid llama2.c checkpoint") != std::string::npos)
-            return Error{path + ": not a GGUF file (wrong magic) nor a llama2.c checkpoint (" +
-                         m.error().message.substr(m.error().message.find('(') + 1)};
-        return m;
-    }
-    auto file = GgufFile::open(path);
-    if (!file) return file.error();
-    return model_from_gguf(std::make_shared<const GgufFile>(std::move(file).value()));
 }
 
 }  // namespace kvscope

@@ -1,5 +1,7 @@
 #pragma once
-// Loads a model file, whichever format it is in: GGUF (by its magic) or llama2.c `.bin`.
+// Loads a model file, whichever format it is in: GGUF (by its magic) or llama2.c `.bin` (no
+// magic; recognised by a header that makes sense). Every failure is an Error naming the file
+// and the problem; nothing throws.
 
 #include <memory>
 #include <optional>
