@@ -29,14 +29,14 @@ void matmul(ThreadPool& pool, const float* x, int n_rows, const Matrix& w, float
                     Lanes vw0 = load_lanes(w0 + i), vw1 = load_lanes(w1 + i);
                     Lanes v0 = load_lanes(x0 + i), v1 = load_lanes(x1 + i), v2 = load_lanes(x2 + i),
                           v3 = load_lanes(x3 + i);
-                    a00 += vw0 * v0;
-                    a01 += vw1 * v0;
-                    a10 += vw0 * v1;
-                    a11 += vw1 * v1;
-                    a20 += vw0 * v2;
-                    a21 += vw1 * v2;
-                    a30 += vw0 * v3;
-                    a31 += vw1 * v3;
+                    a00 = mul_add(a00, vw0, v0);
+                    a01 = mul_add(a01, vw1, v0);
+                    a10 = mul_add(a10, vw0, v1);
+                    a11 = mul_add(a11, vw1, v1);
+                    a20 = mul_add(a20, vw0, v2);
+                    a21 = mul_add(a21, vw1, v2);
+                    a30 = mul_add(a30, vw0, v3);
+                    a31 = mul_add(a31, vw1, v3);
                 }
                 float* out0 = out + static_cast<int64_t>(r) * w.rows;
                 out0[o] = reduce_lanes(a00, w0, x0, k8, k);

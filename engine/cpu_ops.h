@@ -3,6 +3,9 @@
 
 #include <cstdint>
 #include <cstring>
+#if defined(__FMA__)
+#include <immintrin.h>
+#endif
 
 #include "engine/model_config.h"
 #include "engine/model_weights.h"
@@ -19,6 +22,16 @@ inline Lanes load_lanes(const float* p) {
     std::memcpy(&v, p, sizeof v);
     return v;
 }
+// acc + a * b: fused (one rounding) when the build targets FMA, two roundings otherwise. Every
+// accumulation goes through here and the build sets -ffp-contract=off, so the compiler never
+// fuses one path and not another (that broke bit-equality of prefill and decode on FMA CPUs).
+inline Lanes mul_add(Lanes acc, Lanes a, Lanes b) {
+#if defined(__FMA__)
+    return (Lanes)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)acc);
+#else
+    return acc + a * b;
+#endif
+}
 inline float reduce_lanes(Lanes a, const float* x, const float* y, int tail_begin, int n) {
     float sum = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
     for (int i = tail_begin; i < n; ++i)
@@ -34,7 +47,7 @@ inline float dot(const float* a, const float* b, int n) {
     Lanes acc = {};
     int i = 0;
     for (; i + 8 <= n; i += 8)
-        acc += load_lanes(a + i) * load_lanes(b + i);
+        acc = mul_add(acc, load_lanes(a + i), load_lanes(b + i));
     return reduce_lanes(acc, a, b, i, n);
 }
 // out[r][o] = sum_i x[r][i] * w[o][i] for r < n_rows, o < w.rows; x is [n_rows][w.cols].
