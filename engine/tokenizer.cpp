@@ -25,43 +25,20 @@ constexpr size_t kMaxTokenBytes = 65536;
 // fill-in-the-middle markers, found by text in llama_vocab::impl::load). llama.cpp does this for
 // the end-of-generation ones always and for the others when their id key is absent, taking the
 // first it meets; kvscope takes them all.
+// clang-format off
 constexpr std::string_view kForcedControl[] = {
-    "<|eot_id|>",
-    "<|im_end|>",
-    "<|end|>",
-    "<end_of_turn>",
-    "<|endoftext|>",
-    "<EOT>",
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>",
     "<|eom_id|>",
-    "<|fim_prefix|>",
-    "<fim-prefix>",
-    "<PRE>",
-    "<|fim_suffix|>",
-    "<fim-suffix>",
-    "<SUF>",
-    "<|fim_middle|>",
-    "<fim-middle>",
-    "<MID>",
-    "<|fim_pad|>",
-    "<fim-pad>",
-    "<PAD>",
-    "<|fim_repo|>",
-    "<|repo_name|>",
-    "<fim-repo>",
-    "<REPO>",
-    "<|file_sep|>",
-    // DeepSeek's, with fullwidth bars and U+2581
-    "<\xef\xbd\x9c"
-    "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
-    "<\xef\xbd\x9c"
-    "fim\xe2\x96\x81"
-    "begin\xef\xbd\x9c>",
-    "<\xef\xbd\x9c"
-    "fim\xe2\x96\x81hole\xef\xbd\x9c>",
-    "<\xef\xbd\x9c"
-    "fim\xe2\x96\x81"
-    "end\xef\xbd\x9c>",
+    "<|fim_prefix|>", "<fim-prefix>", "<PRE>", "<|fim_suffix|>", "<fim-suffix>", "<SUF>",
+    "<|fim_middle|>", "<fim-middle>", "<MID>", "<|fim_pad|>", "<fim-pad>", "<PAD>",
+    "<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<|file_sep|>",
+    // DeepSeek's, spelled with U+FF5C (fullwidth bar) and U+2581
+    "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+    "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>",
+    "<\xef\xbd\x9c" "fim\xe2\x96\x81hole\xef\xbd\x9c>",
+    "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>",
 };
+// clang-format on
 
 std::string count_message(const char* key, size_t got, size_t tokens) {
     return std::string(key) + " has " + std::to_string(got) + " entries for " +

@@ -61,8 +61,9 @@ class Tokenizer {
     // Errors name the file and the key (a missing or mistyped key, array lengths that disagree,
     // an id outside the vocabulary, an unknown tokenizer.ggml.model).
     static Result<std::unique_ptr<Tokenizer>> from_gguf(const GgufFile& file);
-    // Checks the vocabulary (not empty, lengths agree, ids in range, no duplicate token text, no
-    // NaN score, sizes below 2^24) and builds the tokenizer of vocab.kind.
+    // Checks the vocabulary (not empty, array lengths agree, ids in range, no duplicate token
+    // text, no NaN score, at most 2^24 tokens and merges, tokens at most 64 KiB) and builds the
+    // tokenizer of vocab.kind. Errors name the tokenizer.ggml.* key concerned.
     static Result<std::unique_ptr<Tokenizer>> from_vocab(TokenizerVocab vocab);
 
     virtual TokenizerKind kind() const = 0;

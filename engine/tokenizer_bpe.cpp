@@ -68,7 +68,8 @@ uint32_t ascii_lower(uint32_t c) {
     return c >= 'A' && c <= 'Z' ? c + 32 : c;
 }
 
-// 's 't 'm 'd (2 code points) or 're 've 'll (3) at pos; 0 when none. llama3 ignores case.
+// 's 't 'm 'd (2 code points) or 're 've 'll (3) at pos; 0 when none. llama3 ignores case; only
+// ASCII capitals lowercase to these letters, in llama.cpp's tables too.
 size_t contraction(const Span& s, size_t pos, bool any_case) {
     if (s.cp(pos) != '\'' || !s.in(pos + 1)) return 0;
     auto low = [&](size_t p) { return any_case ? ascii_lower(s.cp(p)) : s.cp(p); };

@@ -39,6 +39,11 @@ import subprocess
 import sys
 import time
 
+# OpenMP threads that sleep instead of spinning at barriers: on a shared 2-core machine a
+# spinning thread waits for a descheduled sibling, which halved the speed here. Set before
+# torch loads libgomp; it does not change the numbers.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import numpy as np
 import torch
 import torch.nn as nn
@@ -307,6 +312,17 @@ def llamacpp_style_nll(model, ids, n_ctx):
     return total / count, n_chunks
 
 
+def sink_probe(model, data, seq):
+    """Per layer, the largest over heads of the mean attention on position 0 (queries 16..511 of
+    the first held-out window, float32): how far attention sinks have formed."""
+    model.eval()
+    with torch.no_grad():
+        x, _ = windows(data, [0], seq)
+        _, attns = model(x, return_attn=True)
+    model.train()
+    return [round(float(a[0, :, 16:, 0].mean(-1).max()), 3) for a in attns]
+
+
 def greedy_ids(model, prompt_ids, n, stop_at_eos=True):
     ids = list(prompt_ids)
     T = model.cfg["context_length"]
@@ -449,7 +465,7 @@ def main():
     train_probe = np.random.RandomState(args.seed + 7).randint(0, len(train_ids) - seq, size=64)
 
     run_steps = min(steps, args.max_steps) if args.max_steps else steps
-    log = []
+    log, sink_trace = [], []
     stopped_early = None
     t0 = time.time()
     for step in range(run_steps):
@@ -467,10 +483,12 @@ def main():
         held = None
         if step % 50 == 0 or step == run_steps - 1:
             held = mean_loss(model, held_ids, eval_starts, seq, bf16=True)
+            sink_trace.append((step, sink_probe(model, held_ids, seq)))
         log.append((step, loss.item(), held, lr, time.time() - t0))
         if step % 10 == 0 or held is not None:
-            print("step %4d  loss %.4f  held %s  lr %.3e  %6.0fs" % (step, loss.item(), "%.4f" % held if held is not None else "-",
-                                                                      lr, time.time() - t0), flush=True)
+            print("step %4d  loss %.4f  held %s  lr %.3e  %6.0fs%s" % (
+                step, loss.item(), "%.4f" % held if held is not None else "-", lr, time.time() - t0,
+                "  max pos0 attention by layer %s" % sink_trace[-1][1] if held is not None else ""), flush=True)
         if args.time_budget_min and time.time() - t0 > args.time_budget_min * 60 and step < run_steps - 1:
             print("time budget of %g min reached after step %d: stopping early" % (args.time_budget_min, step), flush=True)
             stopped_early = step + 1
@@ -580,6 +598,8 @@ def main():
             "unigram_baseline_heldout": round(unigram, 4),
             "unigram_baseline_note": "cross-entropy of the add-one-smoothed training unigram distribution on the held-out tokens",
         },
+        "sink_trace": {"what": "per layer, max over heads of mean attention on position 0, first held-out window",
+                       "steps": [t[0] for t in sink_trace], "per_layer": [t[1] for t in sink_trace]},
         "greedy_samples_torch": {p: s["text"] for p, s in samples.items()},
         "greedy_sample_ids_torch": {p: s["ids"] for p, s in samples.items()},
         "attention_structure_torch": attn,
