@@ -3,34 +3,32 @@
 // data with no pointers into the engine. One struct for every kind keeps the recorder, the
 // reader and the Timeline on one code path; the table says what each field means per kind.
 //
-//  kind            request   block      a                  b                 c              wide
-//  value          text step_begin      -         -          scheduled seqs     prefill tokens
-//  decode tokens  -               -              - step_end        -         -          running
-//  waiting           swapped        -               step seconds   - phase           -         -
-//  phase id (Phase)   -                 -              duration ns     -              -
-//  request_arrive  req       -          prompt tokens      max tokens        n samples      - -
-//  request id request_admit   req       -          tokens cached      resumed (0/1)     - - - -
-//  request_finish  req       -          generated tokens   finish (Finish)   -              - - -
-//  request_reject  req       -          needed blocks      pool blocks       -              - -
-//  reason block_alloc     owner     block      logical index      -                 - - - -
-//  block_free      owner     block      logical index      refcount after    -              - - -
-//  block_share     new owner block      logical index      refcount after    -              - - -
-//  cow_copy        owner     dst block  logical index      src block         -              - - -
-//  prefix_hit      req       block      logical index      tokens reused     -              block
-//  hash      -              - prefix_miss     req       -          logical index      - - block
-//  hash      -              - block_hashed    owner     block      logical index      - - block
-//  hash      -              - block_evict     -         block      -                  - - block
-//  hash      -              reason token_evict     req       -          layer (-1 all)     head (-1
-//  all)     position       -               score          policy: reason preempt         req - mode
-//  (Preempt)     blocks released   -              -               -              - swap_out/in req
-//  -          blocks moved       -                 -              bytes           -              -
-//  attention_row   req       -          layer              head              query pos      - - -
-//  payload: u8 probs token           req       -          position           token id          is
-//  prompt      -               -              text piece kernel          -         -          grid
-//  (x*y*z)       block (x*y*z)     stream         end ns          -              kernel name
-//  hbm_sample      -         -          -                  -                 -              end ns
-//  bytes r+w      "read:N write:M" metric          -         -          -                  - - -
-//  value          metric name
+// clang-format off
+//  kind           request  block  a                 b                c             wide         value         text
+//  step_begin     -        -      scheduled seqs    prefill tokens   decode tokens -            -             -
+//  step_end       -        -      running           waiting          swapped       -            step seconds  -
+//  phase          -        -      phase id (Phase)  -                -             duration ns  -             -
+//  request_arrive req      -      prompt tokens     max tokens       n samples     -            -             request id
+//  request_admit  req      -      tokens cached     resumed (0/1)    -             -            -             -
+//  request_finish req      -      generated tokens  finish (Finish)  -             -            -             -
+//  request_reject req      -      needed blocks     pool blocks      -             -            -             reason
+//  block_alloc    owner    block  logical index     -                -             -            -             -
+//  block_free     owner    block  logical index     refcount after   -             -            -             -
+//  block_share    owner    block  logical index     refcount after   -             -            -             -
+//  block_hashed   -        block  logical index     -                -             block hash   -             -
+//  cow_copy       owner    dst    logical index     src block        -             -            -             -
+//  prefix_hit     req      block  logical index     tokens reused    -             block hash   -             -
+//  prefix_miss    req      -      logical index     -                -             block hash   -             -
+//  block_evict    -        block  -                 -                -             block hash   -             reason
+//  token_evict    req      -      layer (-1 all)    head (-1 all)    position      -            score         policy: reason
+//  preempt        req      -      mode (Preempt)    blocks released  -             -            -             -
+//  swap_out/in    req      -      blocks moved      -                -             bytes        -             -
+//  attention_row  req      -      layer             head             query pos     -            -             - (payload: u8 probs)
+//  token          req      -      position          token id         is prompt     -            -             text piece
+//  kernel         -        -      grid (x*y*z)      block (x*y*z)    stream        end ns       -             kernel name
+//  hbm_sample     -        -      -                 -                -             end ns       bytes r+w     "read:N write:M"
+//  metric         -        -      -                 -                -             -            value         metric name
+// clang-format on
 //
 // Every event carries run, step (engine iteration), seq_no (monotonic per run, assigned by the
 // sink) and t_ns (host steady clock).
