@@ -133,8 +133,9 @@ class GgufBuilder {
 
     GgufImage build_with_layout(uint64_t offset_bias = 0) const {
         GgufImage img;
-        std::vector<uint8_t> out;
-        out.insert(out.end(), {'G', 'G', 'U', 'F'});
+        // Constructed, not inserted: GCC 12 warns falsely (-Wstringop-overflow) on insert into an
+        // empty vector.
+        std::vector<uint8_t> out = {'G', 'G', 'U', 'F'};
         pod(out, version);
         pod(out, static_cast<uint64_t>(tensors_.size()));
         pod(out, static_cast<uint64_t>(kvs_.size() + (write_alignment_key ? 1 : 0)));
