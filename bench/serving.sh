@@ -28,6 +28,15 @@ import json, sys
 p, c = (json.load(open(x)) for x in sys.argv[1:])
 print("same tokens out:", p["outputs"] == c["outputs"])
 PY
+# Paged waste is the last block's slack, about half a block per running request, so it moves with
+# the block size; the contiguous allocator's does not depend on it.
+printf '%-12s %10s %12s %14s %12s\n' allocator block_size max_running mean_frag preemptions
+for bs in 8 32; do
+  "$kvscope" run --model "$model" --workload "$out/chat.jsonl" --num-blocks $((POOL * 16 / bs)) --block-size "$bs" \
+    --summary-json "$out/bs$bs.json" >/dev/null 2>&1
+  f=$out/bs$bs.json
+  printf '%-12s %10s %12s %14.4f %12s\n' paged "$bs" "$(field "$f" max_running)" "$(field "$f" mean_fragmentation)" "$(field "$f" preemptions)"
+done
 
 echo
 echo "== 2. prefix caching: 100 shared-prefix requests =="
