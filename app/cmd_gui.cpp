@@ -45,6 +45,8 @@ void add_window_flags(CLI::App& sub, ui::WindowOptions& w) {
         ->capture_default_str();
     sub.add_option("--font-scale", w.font_scale, "Font scale (projectors: 1.5 to 2)")
         ->check(CLI::Range(0.5f, 4.0f));
+    sub.add_option("--frame-stats", w.frame_stats_path,
+                   "At exit, write per-frame times, draw calls and vertices (JSON) here");
 }
 
 // The demo the GUI opens with: a chat workload that shares prompts and fills the pool.

@@ -17,7 +17,7 @@ struct InspectOptions {
 };
 
 int run_inspect(const InspectOptions& o) {
-    auto reader = SessionReader::open(o.path);
+    auto reader = SessionReader::open(o.path, /*step_summaries=*/false);
     if (!reader) return fail(reader.error().message);
     SessionReader& r = **reader;
     int64_t last = r.last_step();

@@ -165,9 +165,12 @@ void CpuForward::attention(const ForwardBatch& batch, int layer) {
                     const int head = kvh * group + g;
                     if (capture_ &&
                         capture_->wanted[static_cast<size_t>(layer * c.n_heads + head)]) {
+                        // Quantized here, in the worker, so the lock guards only a move.
+                        std::vector<uint8_t> q8(static_cast<size_t>(len));
+                        for (int t = 0; t < len; ++t)
+                            q8[static_cast<size_t>(t)] = quantize_probability(probs[t]);
                         std::lock_guard lock(capture_mutex_);
-                        capture_->rows.push_back({row_chunk_[r], pos, layer, head,
-                                                  std::vector<float>(probs, probs + len)});
+                        capture_->rows.push_back({row_chunk_[r], pos, layer, head, std::move(q8)});
                     }
                 }
                 float* out0 = &att_[r * c.q_dim() + static_cast<size_t>(kvh * group) * hd];

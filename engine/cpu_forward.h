@@ -34,11 +34,17 @@ struct ForwardBatch {
 
 // Which attention probabilities to keep while computing: every (layer, query head) pair for
 // which `wanted(layer, head)` holds. Rows are collected per forward pass in `rows`.
+// A probability in [0, 1] as the u8 the session stores (255 = 1.0), rounded to nearest.
+inline uint8_t quantize_probability(float p) {
+    p = p < 0.0f ? 0.0f : p > 1.0f ? 1.0f : p;
+    return static_cast<uint8_t>(p * 255.0f + 0.5f);
+}
+
 struct AttentionCapture {
     std::vector<uint8_t> wanted;  // [layer * n_heads + head] != 0
     struct Row {
         int32_t chunk, query_pos, layer, head;
-        std::vector<float> probs;  // over key positions 0..query_pos
+        std::vector<uint8_t> probs;  // over key positions 0..query_pos, 255 = 1.0
     };
     std::vector<Row> rows;
     bool any() const {

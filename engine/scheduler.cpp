@@ -459,10 +459,7 @@ void Scheduler::report_attention(const std::vector<int32_t>& chunk_seq) {
         e.a = row.layer;
         e.b = row.head;
         e.c = row.query_pos;
-        e.payload.resize(row.probs.size());
-        for (size_t i = 0; i < row.probs.size(); ++i)
-            e.payload[i] =
-                static_cast<uint8_t>(std::lround(std::clamp(row.probs[i], 0.0f, 1.0f) * 255.0f));
+        e.payload = std::move(row.probs);
         rep.emit(std::move(e));
     }
     rows.clear();

@@ -134,6 +134,7 @@ Status Recorder::close() {
     db_->insert_keyframe = {};
     db_->insert_string = {};
     db_->insert_attention = {};
+    if (error_.ok()) error_ = db_->db.exec(kSessionIndexSql);
     if (error_.ok()) (void)db_->db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
     db_->db = {};
     return error_;

@@ -30,7 +30,8 @@ Status migrate(SqliteDb&, int32_t from) {
 }
 }  // namespace
 
-Result<std::unique_ptr<SessionReader>> SessionReader::open(const std::string& path) {
+Result<std::unique_ptr<SessionReader>> SessionReader::open(const std::string& path,
+                                                          bool step_summaries) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(path, ec)) return Error{path + ": no such session file"};
     {
@@ -42,6 +43,7 @@ Result<std::unique_ptr<SessionReader>> SessionReader::open(const std::string& pa
     }
     std::unique_ptr<SessionReader> r(new SessionReader());
     r->path_ = path;
+    r->load_step_summaries_ = step_summaries;
     auto db = SqliteDb::open(path, SQLITE_OPEN_READONLY);
     if (!db) return db.error();
     r->impl_->db = std::move(db).value();
@@ -136,6 +138,17 @@ Status SessionReader::load_tail() {
     }
     if (!err.ok()) return Error{path_ + ": corrupt database: " + err.error().message};
 
+    // Two queries: SQLite answers a lone min() or max() on the key from the index, but scans
+    // the whole table for both at once.
+    for (auto [sql, out] : {std::pair{"SELECT min(step) FROM step", &first_step_},
+                            std::pair{"SELECT max(step) FROM step", &last_step_}}) {
+        auto q = d.prepare(sql);
+        if (!q) return Error{path_ + ": session 'step' table is unreadable"};
+        if (q->next(err) && !q->column_is_null(0)) *out = q->column_int(0);
+        if (!err.ok()) return Error{path_ + ": corrupt database: " + err.error().message};
+    }
+    if (!load_step_summaries_) return load_keyframes();
+
     auto steps = d.prepare(
         "SELECT step, first_seq, last_seq, t_begin_ns, t_end_ns, n_events, running, waiting, "
         "swapped, "
@@ -145,7 +158,7 @@ Status SessionReader::load_tail() {
         "prefill_ns, "
         "decode_ns, attention_ns, mlp_ns, sample_ns FROM step WHERE step > ? ORDER BY step");
     if (!steps) return Error{path_ + ": session 'step' table has the wrong columns"};
-    steps->bind_int(1, last_step());
+    steps->bind_int(1, steps_.empty() ? -1 : steps_.back().step);
     while (steps->next(err)) {
         StepSummary s;
         int c = 0;
@@ -173,7 +186,12 @@ Status SessionReader::load_tail() {
         steps_.push_back(s);
     }
     if (!err.ok()) return Error{path_ + ": corrupt database: " + err.error().message};
+    return load_keyframes();
+}
 
+Status SessionReader::load_keyframes() {
+    SqliteDb& d = impl_->db;
+    Status err;
     auto kf = d.prepare("SELECT step, seq FROM keyframe WHERE step > ? ORDER BY step");
     if (!kf) return kf.error();
     kf->bind_int(1, keyframes_.empty() ? -1 : keyframes_.back().first);

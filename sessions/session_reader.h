@@ -26,16 +26,19 @@ class SessionReader {
   public:
     // Refuses files that are not sessions, newer schema versions, and missing tables, with a
     // message saying which.
-    static Result<std::unique_ptr<SessionReader>> open(const std::string& path);
+    // `step_summaries` false skips loading every step's scalars (steps() stays empty), which is
+    // what a one-off seek wants: opening then costs the same for 100 steps or 100 000.
+    static Result<std::unique_ptr<SessionReader>> open(const std::string& path,
+                                                       bool step_summaries = true);
     ~SessionReader();
 
     const std::string& path() const { return path_; }
     const RunInfo& info() const { return info_; }
     int32_t schema_version() const { return schema_version_; }
-    // Steps that have events, in order.
+    // Steps that have events, in order (empty when opened without step summaries).
     const std::vector<StepSummary>& steps() const { return steps_; }
-    int64_t first_step() const { return steps_.empty() ? 0 : steps_.front().step; }
-    int64_t last_step() const { return steps_.empty() ? -1 : steps_.back().step; }
+    int64_t first_step() const { return first_step_; }
+    int64_t last_step() const { return last_step_; }
 
     // Picks up steps, keyframes and strings written since (a live run being recorded).
     Status refresh();
@@ -58,11 +61,14 @@ class SessionReader {
     SessionReader();
     Status apply_steps(TimelineState& state, int64_t after, int64_t up_to);
     Status load_tail();
+    Status load_keyframes();
 
     std::unique_ptr<Impl> impl_;
     std::string path_;
     RunInfo info_;
     int32_t schema_version_ = 0;
+    bool load_step_summaries_ = true;
+    int64_t first_step_ = 0, last_step_ = -1;
     std::vector<StepSummary> steps_;
     std::vector<std::pair<int64_t, uint64_t>> keyframes_;
     std::vector<std::string> strings_;

@@ -14,7 +14,8 @@
 //        TimelineState at the end of `step` (CBOR), written whenever enough events have
 //        passed since the previous one, so a seek replays a bounded number of events.
 //   attention(id INTEGER PRIMARY KEY, step, request, layer, head, qpos, format, probs BLOB)
-//        captured attention rows (format 1: u8 probabilities, 255 = 1.0).
+//        captured attention rows (format 1: u8 probabilities, 255 = 1.0), indexed by
+//        (request, layer, head, qpos) once the recording is closed.
 
 #include <cstdint>
 
@@ -38,7 +39,11 @@ CREATE TABLE keyframe(step INTEGER PRIMARY KEY, seq INTEGER NOT NULL, state BLOB
 CREATE TABLE attention(
   id INTEGER PRIMARY KEY, step INTEGER NOT NULL, request INTEGER NOT NULL, layer INTEGER NOT NULL,
   head INTEGER NOT NULL, qpos INTEGER NOT NULL, format INTEGER NOT NULL, probs BLOB NOT NULL);
-CREATE INDEX attention_by_row ON attention(request, layer, head, qpos);
 )sql";
+
+// Built when the recording closes, not while it runs: maintaining it per row cost the engine
+// more than the rows themselves. A file cut off by a crash lacks it; readers then scan.
+constexpr const char* kSessionIndexSql =
+    "CREATE INDEX IF NOT EXISTS attention_by_row ON attention(request, layer, head, qpos)";
 
 }  // namespace kvscope

@@ -34,6 +34,7 @@ class SqliteStatement {
         sqlite3_clear_bindings(stmt_);
     }
     int64_t column_int(int i) const { return sqlite3_column_int64(stmt_, i); }
+    bool column_is_null(int i) const { return sqlite3_column_type(stmt_, i) == SQLITE_NULL; }
     double column_double(int i) const { return sqlite3_column_double(stmt_, i); }
     int column_type(int i) const { return sqlite3_column_type(stmt_, i); }
     std::string column_text(int i) const;

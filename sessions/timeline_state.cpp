@@ -1,7 +1,11 @@
 #include "sessions/timeline_state.h"
 
 #include <algorithm>
+#include <cstring>
 #include <nlohmann/json.hpp>
+#include <unordered_map>
+
+#include "sessions/varint.h"
 
 namespace kvscope {
 
@@ -148,36 +152,205 @@ int32_t TimelineState::blocks_cached() const {
 
 namespace {
 using json = nlohmann::json;
-}
+
+// Keyframe layout (all integers varints, signed ones zigzag; see varint.h):
+//   "KVKF" u8 version(2)
+//   step, last_seq, num_blocks
+//   string table: count, then (length, bytes) each; token texts and names refer to it by index
+//   blocks that are not pristine: count, then per block: index delta, refcount, owner count,
+//     owners, u8 has_hash, [u64 hash LE], alloc_step, alloc_owner
+//   requests: count, then index, name id, u8 phase, prompt_len, max_tokens, table length,
+//     entries, token count, ids, text ids, preemptions, arrival_step, finish_step
+//   metrics: count, then name id, f64 LE
+// Interning the texts keeps a keyframe of a long run small: a token costs about three bytes.
+constexpr char kKeyframeMagic[4] = {'K', 'V', 'K', 'F'};
+constexpr uint8_t kKeyframeVersion = 2;
+
+struct StringTable {
+    std::unordered_map<std::string, uint32_t> ids;
+    std::vector<const std::string*> order;
+    uint32_t id(const std::string& s) {
+        auto [it, added] = ids.emplace(s, static_cast<uint32_t>(order.size()));
+        if (added) order.push_back(&it->first);
+        return it->second;
+    }
+};
+
+std::optional<TimelineState> deserialize_cbor(const std::vector<uint8_t>& bytes, std::string& error);
+}  // namespace
 
 std::vector<uint8_t> TimelineState::serialize() const {
-    json j;
-    j["v"] = 1;
-    j["step"] = step;
-    j["seq"] = last_seq_no;
-    j["nb"] = info.num_blocks;
-    json bl = json::array();
-    for (const BlockState& b : blocks) {
-        if (b.refcount == 0 && !b.hash && b.alloc_step < 0) {
-            bl.push_back(nullptr);
-            continue;
-        }
-        bl.push_back(json::array({b.refcount, b.owners, b.hash ? json(*b.hash) : json(nullptr),
-                                  b.alloc_step, b.alloc_owner}));
+    using namespace varint;
+    StringTable strings;
+    std::vector<uint8_t> body;
+    body.reserve(4096);
+    size_t pristine = 0;
+    for (const BlockState& b : blocks)
+        pristine += b.refcount == 0 && !b.hash && b.alloc_step < 0;
+    put(body, blocks.size() - pristine);
+    int64_t prev = -1;
+    for (size_t i = 0; i < blocks.size(); ++i) {
+        const BlockState& b = blocks[i];
+        if (b.refcount == 0 && !b.hash && b.alloc_step < 0) continue;
+        put(body, static_cast<uint64_t>(static_cast<int64_t>(i) - prev));
+        prev = static_cast<int64_t>(i);
+        put_signed(body, b.refcount);
+        put(body, b.owners.size());
+        for (int32_t o : b.owners) put_signed(body, o);
+        body.push_back(b.hash ? 1 : 0);
+        if (b.hash) put_bytes(body, &*b.hash, 8);
+        put_signed(body, b.alloc_step);
+        put_signed(body, b.alloc_owner);
     }
-    j["blocks"] = std::move(bl);
-    json rq = json::array();
-    for (const auto& [i, r] : requests)
-        rq.push_back(json::array({r.index, r.name, static_cast<int>(r.phase), r.prompt_len,
-                                  r.max_tokens, r.block_table, r.token_ids, r.token_text,
-                                  r.preemptions, r.arrival_step, r.finish_step}));
-    j["requests"] = std::move(rq);
-    j["metrics"] = metrics;
-    return json::to_cbor(j);
+    put(body, requests.size());
+    for (const auto& [i, r] : requests) {
+        put_signed(body, r.index);
+        put(body, strings.id(r.name));
+        body.push_back(static_cast<uint8_t>(r.phase));
+        put_signed(body, r.prompt_len);
+        put_signed(body, r.max_tokens);
+        put(body, r.block_table.size());
+        for (int32_t b : r.block_table) put_signed(body, b);
+        put(body, r.token_ids.size());
+        for (int32_t t : r.token_ids) put_signed(body, t);
+        for (size_t t = 0; t < r.token_ids.size(); ++t)
+            put(body, strings.id(t < r.token_text.size() ? r.token_text[t] : std::string()));
+        put_signed(body, r.preemptions);
+        put_signed(body, r.arrival_step);
+        put_signed(body, r.finish_step);
+    }
+    put(body, metrics.size());
+    for (const auto& [name, v] : metrics) {
+        put(body, strings.id(name));
+        put_bytes(body, &v, 8);
+    }
+    std::vector<uint8_t> out(std::begin(kKeyframeMagic), std::end(kKeyframeMagic));
+    out.push_back(kKeyframeVersion);
+    put_signed(out, step);
+    put(out, last_seq_no);
+    put(out, blocks.size());
+    put(out, strings.order.size());
+    for (const std::string* t : strings.order) {
+        put(out, t->size());
+        put_bytes(out, t->data(), t->size());
+    }
+    out.insert(out.end(), body.begin(), body.end());
+    return out;
 }
 
 std::optional<TimelineState> TimelineState::deserialize(const std::vector<uint8_t>& bytes,
                                                         std::string& error) {
+    if (bytes.size() < 5 || std::memcmp(bytes.data(), kKeyframeMagic, 4) != 0)
+        return deserialize_cbor(bytes, error);
+    if (bytes[4] != kKeyframeVersion) {
+        error = "keyframe has an unknown version " + std::to_string(bytes[4]);
+        return std::nullopt;
+    }
+    varint::Reader in{bytes.data() + 5, bytes.data() + bytes.size()};
+    auto fail = [&](const char* what) {
+        error = std::string("keyframe is malformed: ") + what;
+        return std::nullopt;
+    };
+    int64_t step = 0;
+    uint64_t seq = 0, num_blocks = 0;
+    in.get_signed(step);
+    in.get(seq);
+    in.get(num_blocks);
+    if (!in.ok) return fail("truncated header");
+    if (num_blocks > (1u << 26)) return fail("absurd block count");
+    RunInfo info;
+    info.num_blocks = static_cast<int32_t>(num_blocks);
+    TimelineState s(info);
+    s.step = step;
+    s.last_seq_no = seq;
+    size_t n_strings = 0;
+    in.get_count(n_strings);
+    std::vector<std::string> strings(n_strings);
+    for (std::string& t : strings) {
+        size_t len = 0;
+        if (!in.get_count(len)) break;
+        t.assign(reinterpret_cast<const char*>(in.p), len);
+        in.p += len;
+    }
+    auto text = [&](std::string& dst) {
+        uint64_t id = 0;
+        if (!in.get(id) || id >= strings.size()) return in.ok = false;
+        dst = strings[id];
+        return true;
+    };
+    size_t n_blocks = 0;
+    in.get_count(n_blocks);
+    if (n_blocks > s.blocks.size()) return fail("more blocks than the pool holds");
+    int64_t index = -1;
+    for (size_t k = 0; k < n_blocks && in.ok; ++k) {
+        uint64_t delta = 0;
+        in.get(delta);
+        if (delta == 0 || delta > s.blocks.size()) return fail("block index out of range");
+        index += static_cast<int64_t>(delta);
+        if (index >= static_cast<int64_t>(s.blocks.size())) return fail("block index out of range");
+        BlockState& b = s.blocks[static_cast<size_t>(index)];
+        size_t n_owners = 0;
+        in.get_i32(b.refcount);
+        in.get_count(n_owners);
+        b.owners.resize(n_owners);
+        for (int32_t& o : b.owners) in.get_i32(o);
+        uint8_t has_hash = 0;
+        in.bytes(&has_hash, 1);
+        if (has_hash > 1) return fail("bad hash flag");
+        if (has_hash) {
+            uint64_t h = 0;
+            in.bytes(&h, 8);
+            b.hash = h;
+        }
+        in.get_signed(b.alloc_step);
+        in.get_i32(b.alloc_owner);
+    }
+    size_t n_requests = 0;
+    in.get_count(n_requests);
+    for (size_t k = 0; k < n_requests && in.ok; ++k) {
+        RequestState q;
+        uint8_t phase = 0;
+        in.get_i32(q.index);
+        text(q.name);
+        in.bytes(&phase, 1);
+        if (phase > static_cast<uint8_t>(RequestPhase::kRejected))
+            return fail("unknown request state");
+        q.phase = static_cast<RequestPhase>(phase);
+        in.get_i32(q.prompt_len);
+        in.get_i32(q.max_tokens);
+        size_t n = 0;
+        in.get_count(n);
+        q.block_table.resize(n);
+        for (int32_t& b : q.block_table) in.get_i32(b);
+        in.get_count(n);
+        q.token_ids.resize(n);
+        q.token_text.resize(n);
+        for (int32_t& t : q.token_ids) in.get_i32(t);
+        for (std::string& t : q.token_text) text(t);
+        in.get_i32(q.preemptions);
+        in.get_signed(q.arrival_step);
+        in.get_signed(q.finish_step);
+        if (!in.ok) break;
+        int32_t at = q.index;
+        s.requests[at] = std::move(q);
+    }
+    size_t n_metrics = 0;
+    in.get_count(n_metrics);
+    for (size_t k = 0; k < n_metrics && in.ok; ++k) {
+        std::string name;
+        double v = 0;
+        text(name);
+        in.bytes(&v, 8);
+        s.metrics[name] = v;
+    }
+    if (!in.ok) return fail("truncated or out-of-range field");
+    if (in.p != in.end) return fail("trailing bytes");
+    return s;
+}
+
+namespace {
+// Keyframes of files recorded before the binary form (CBOR through nlohmann::json).
+std::optional<TimelineState> deserialize_cbor(const std::vector<uint8_t>& bytes, std::string& error) {
     json j = json::from_cbor(bytes, true, false);
     if (j.is_discarded() || !j.is_object()) {
         error = "keyframe is not valid CBOR";
@@ -238,6 +411,8 @@ std::optional<TimelineState> TimelineState::deserialize(const std::vector<uint8_
         return std::nullopt;
     }
 }
+
+}  // namespace
 
 bool TimelineState::operator==(const TimelineState& o) const {
     auto same_blocks = [&] {

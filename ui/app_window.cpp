@@ -4,6 +4,7 @@
 //   Layout       where each panel goes, for 1920x1080 and down to 1280x720
 //   Frame        input, live stepping, panels
 //   Screenshot   reading back the frame into a PNG
+//   Frame stats  per-frame build / render time, draw calls, vertices (--frame-stats)
 //   run_window   setup and the main loop
 #include "ui/app_window.h"
 
@@ -110,6 +111,50 @@ bool write_screenshot(const std::string& path, int w, int h) {
         std::copy_n(&pixels[static_cast<size_t>(h - 1 - y) * w * 4], static_cast<size_t>(w) * 4,
                     &flipped[static_cast<size_t>(y) * w * 4]);
     return stbi_write_png(path.c_str(), w, h, 4, flipped.data(), w * 4) != 0;
+}
+
+// [SECTION] Frame stats --------------------------------------------------------------------------
+struct FrameSample {
+    double build_ms, render_ms;
+    int draw_calls, vertices;
+};
+
+FrameSample draw_data_counts(const ImDrawData* d) {
+    FrameSample f{0, 0, 0, 0};
+    if (!d) return f;
+    for (int i = 0; i < d->CmdListsCount; ++i)
+        f.draw_calls += d->CmdLists[i]->CmdBuffer.Size;
+    f.vertices = d->TotalVtxCount;
+    return f;
+}
+
+bool write_frame_stats(const std::string& path, const std::vector<FrameSample>& frames) {
+    auto summary = [&](auto field) {
+        std::vector<double> v;
+        for (const FrameSample& f : frames)
+            v.push_back(static_cast<double>(field(f)));
+        std::sort(v.begin(), v.end());
+        auto at = [&](double q) {
+            return v.empty() ? 0.0 : v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
+        };
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "{\"median\": %.3f, \"p95\": %.3f, \"max\": %.3f}", at(0.5),
+                      at(0.95), v.empty() ? 0.0 : v.back());
+        return std::string(buf);
+    };
+    std::ofstream f(path);
+    f << "{\"frames\": " << frames.size()
+      << ",\n \"build_ms\": " << summary([](const FrameSample& s) { return s.build_ms; })
+      << ",\n \"render_ms\": " << summary([](const FrameSample& s) { return s.render_ms; })
+      << ",\n \"frame_ms\": "
+      << summary([](const FrameSample& s) { return s.build_ms + s.render_ms; })
+      << ",\n \"draw_calls\": " << summary([](const FrameSample& s) { return s.draw_calls; })
+      << ",\n \"vertices\": " << summary([](const FrameSample& s) { return s.vertices; })
+      << ",\n \"per_frame_ms\": [";
+    for (size_t i = 0; i < frames.size(); ++i)
+        f << (i ? ", " : "") << frames[i].build_ms + frames[i].render_ms;
+    f << "]}\n";
+    return static_cast<bool>(f);
 }
 
 UiContext* g_ctx = nullptr;  // for the GLFW drop callback
@@ -325,8 +370,11 @@ int run_window(const WindowOptions& o) {
     int frame = 0;
     auto last_play = std::chrono::steady_clock::now();
     double play_credit = 0;
+    std::vector<FrameSample> frame_stats;
+    using clock = std::chrono::steady_clock;
     while (!glfwWindowShouldClose(window)) {
         glfwPollEvents();
+        auto t_build = clock::now();
         ImGui_ImplOpenGL3_NewFrame();
         ImGui_ImplGlfw_NewFrame();
         ImGui::NewFrame();
@@ -358,10 +406,18 @@ int run_window(const WindowOptions& o) {
         ctx.update_state();
         draw_frame(ctx, o, w, h, frame == 0);
         ImGui::Render();
+        auto t_render = clock::now();
         glViewport(0, 0, w, h);
         glClearColor(0.08f, 0.08f, 0.09f, 1.0f);
         glClear(GL_COLOR_BUFFER_BIT);
         ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+        if (!o.frame_stats_path.empty()) {
+            glFinish();  // so the GL work is inside the measured frame
+            FrameSample f = draw_data_counts(ImGui::GetDrawData());
+            f.build_ms = std::chrono::duration<double, std::milli>(t_render - t_build).count();
+            f.render_ms = std::chrono::duration<double, std::milli>(clock::now() - t_render).count();
+            frame_stats.push_back(f);
+        }
         ++frame;
         if (!o.script_path.empty() && script.next > 0 && script.next <= script.lines.size() &&
             script.lines[script.next - 1].rfind("__shoot ", 0) == 0) {
@@ -391,6 +447,10 @@ int run_window(const WindowOptions& o) {
             }
             break;
         }
+    }
+    if (!o.frame_stats_path.empty() && !write_frame_stats(o.frame_stats_path, frame_stats)) {
+        std::fprintf(stderr, "kvscope: error: cannot write %s\n", o.frame_stats_path.c_str());
+        status = 1;
     }
     if (!headless) save_settings(ctx.view);
     g_ctx = nullptr;

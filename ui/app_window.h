@@ -25,6 +25,10 @@ struct WindowOptions {
     std::string panel;
     std::string script_path;  // commands driven one per frame (see app_window.cpp)
     float font_scale = 0;     // 0: the saved setting
+    // At exit, a JSON summary of every frame: CPU time to build it (panels + ImGui), time to
+    // render it (GL, to glFinish), draw calls, vertices; how a frame's cost is measured without
+    // a profiler, and what the README's responsiveness numbers come from.
+    std::string frame_stats_path;
 };
 
 // Returns the process exit status (0, or 1 when the window could not be created or a screenshot

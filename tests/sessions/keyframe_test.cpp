@@ -1,0 +1,119 @@
+// Keyframes: the binary form round-trips a busy state, refuses every truncation and survives
+// random corruption without crashing; keyframes of older files (CBOR) still load.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "sessions/timeline_state.h"
+
+namespace kvscope {
+namespace {
+
+TimelineState busy_state() {
+    RunInfo info;
+    info.num_blocks = 64;
+    info.block_size = 4;
+    TimelineState s(info);
+    std::mt19937 rng(7);
+    struct F {
+        EventKind kind;
+        int32_t request = -1, block = -1, a = 0, b = 0, c = 0;
+        int64_t wide = 0;
+        double value = 0;
+        std::string text = {};
+    };
+    auto emit = [&](const F& f) {
+        Event e;
+        e.kind = f.kind;
+        e.request = f.request;
+        e.block = f.block;
+        e.a = f.a;
+        e.b = f.b;
+        e.c = f.c;
+        e.wide = f.wide;
+        e.value = f.value;
+        e.text = f.text;
+        e.step = s.step < 0 ? 0 : s.step + static_cast<int64_t>(rng() % 2);
+        e.seq_no = s.last_seq_no + 1;
+        s.apply(e);
+    };
+    for (int32_t r = 0; r < 6; ++r) {
+        emit({.kind = EventKind::kRequestArrive, .request = r, .a = 5, .b = 9, .text = "req" + std::to_string(r)});
+        emit({.kind = EventKind::kRequestAdmit, .request = r});
+        for (int32_t l = 0; l < 3; ++l)
+            emit({.kind = EventKind::kBlockAlloc, .request = r, .block = r * 8 + l, .a = l});
+        for (int32_t p = 0; p < 11; ++p)
+            emit({.kind = EventKind::kToken, .request = r, .a = p, .b = static_cast<int32_t>(rng() % 2048),
+                  .c = p < 5, .text = p % 3 ? " the" : "\xe2\x80\x94 LORD"});
+    }
+    emit({.kind = EventKind::kBlockShare, .request = 3, .block = 0, .a = 0});
+    emit({.kind = EventKind::kBlockHashed, .block = 0, .wide = static_cast<int64_t>(0xfedcba9876543210ull)});
+    emit({.kind = EventKind::kBlockFree, .request = 5, .block = 41, .a = 1});
+    emit({.kind = EventKind::kPreempt, .request = 4, .a = static_cast<int32_t>(PreemptMode::kSwap)});
+    emit({.kind = EventKind::kRequestFinish, .request = 2});
+    emit({.kind = EventKind::kMetric, .value = 0.125, .text = "fragmentation"});
+    emit({.kind = EventKind::kMetric, .value = 17, .text = "blocks_used"});
+    return s;
+}
+
+TEST(Keyframe, BinaryFormRoundTrips) {
+    TimelineState s = busy_state();
+    auto bytes = s.serialize();
+    std::string error;
+    auto back = TimelineState::deserialize(bytes, error);
+    ASSERT_TRUE(back) << error;
+    EXPECT_TRUE(*back == s);
+    EXPECT_EQ(back->last_seq_no, s.last_seq_no);
+    EXPECT_EQ(back->blocks[0].hash, s.blocks[0].hash);
+    EXPECT_EQ(back->requests.at(4).phase, RequestPhase::kSwapped);
+    EXPECT_EQ(back->requests.at(1).token_text[3], s.requests.at(1).token_text[3]);
+}
+
+TEST(Keyframe, EveryTruncationIsRefused) {
+    auto bytes = busy_state().serialize();
+    for (size_t n = 0; n < bytes.size(); ++n) {
+        std::vector<uint8_t> cut(bytes.begin(), bytes.begin() + static_cast<long>(n));
+        std::string error;
+        EXPECT_FALSE(TimelineState::deserialize(cut, error)) << "accepted " << n << " bytes";
+        EXPECT_FALSE(error.empty());
+    }
+}
+
+TEST(Keyframe, CorruptionNeverCrashes) {
+    auto bytes = busy_state().serialize();
+    std::mt19937 rng(3);
+    int refused = 0;
+    for (int i = 0; i < 3000; ++i) {
+        auto bad = bytes;
+        for (int k = 0, n = 1 + static_cast<int>(rng() % 4); k < n; ++k)
+            bad[5 + rng() % (bad.size() - 5)] = static_cast<uint8_t>(rng());
+        std::string error;
+        refused += !TimelineState::deserialize(bad, error);
+    }
+    EXPECT_GT(refused, 0);  // most flips still parse (a changed token id); some must not
+    std::string error;
+    std::vector<uint8_t> newer = bytes;
+    newer[4] = 9;
+    EXPECT_FALSE(TimelineState::deserialize(newer, error));
+    EXPECT_NE(error.find("version"), std::string::npos) << error;
+}
+
+TEST(Keyframe, OlderCborKeyframesStillLoad) {
+    using json = nlohmann::json;
+    json j = {{"v", 1}, {"step", 12}, {"seq", 99}, {"nb", 2},
+              {"blocks", json::array({json::array({1, {0}, nullptr, 3, 0}), nullptr})},
+              {"requests", json::array({json::array({0, "r1", 1, 2, 8, {0}, {1, 5, 9},
+                                                     {"<s>", " In", " the"}, 0, 0, -1})})},
+              {"metrics", {{"blocks_used", 1.0}}}};
+    std::string error;
+    auto s = TimelineState::deserialize(json::to_cbor(j), error);
+    ASSERT_TRUE(s) << error;
+    EXPECT_EQ(s->step, 12);
+    EXPECT_EQ(s->blocks[0].refcount, 1);
+    EXPECT_EQ(s->requests.at(0).token_text[2], " the");
+    EXPECT_EQ(s->metrics.at("blocks_used"), 1.0);
+}
+
+}  // namespace
+}  // namespace kvscope
