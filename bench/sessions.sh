@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session benchmarks: recorder throughput and bytes/event (synthetic stream), the cost of
-# recording on decode (bundled model, capture off / one layer), and `inspect --step N` on a
+# recording on decode (bundled model, capture off / one layer, in one process), and `inspect --step N` on a
 # 100 000-step session (median and worst of 100 random steps, whole-process time).
 #   bench/sessions.sh [MODEL] [STEPS]
 set -euo pipefail
@@ -9,21 +9,14 @@ steps=${2:-100000}
 kvscope=${KVSCOPE:-build/kvscope}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 echo "== recorder throughput (synthetic realistic mix, 2M events) =="
 build/bench/bench_recorder 20000 100
 
 echo
-echo "== recording overhead on decode: 256 tokens, median of 5 =="
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-tps() { "$kvscope" generate --model "$model" --max-tokens 256 --print-ids "$@" 2>&1 >/dev/null | sed -n 's/.*decode \([0-9.]*\) tokens\/s.*/\1/p'; }
-printf '%-34s %12s %10s\n' mode "tokens/s" "vs off"
-base=$(for i in 1 2 3 4 5; do tps; done | median)
-printf '%-34s %12.1f %10s\n' "no recording" "$base" "-"
-for mode in "--record $out/r.kvs" "--record $out/r.kvs --capture-attention 0:*"; do
-  v=$(for i in 1 2 3 4 5; do tps $mode; done | median)
-  printf '%-34s %12.1f %9.1f%%\n' "${mode//$out\//}" "$v" "$(echo "($base - $v) / $base * 100" | bc -l)"
-done
+echo "== recording overhead on decode: 440 tokens, modes rotated in one process, median of 15 =="
+build/bench/bench_recording_overhead "$model" 440 15
 
 echo
 echo "== inspect --step N on a $steps-step session =="
@@ -38,7 +31,13 @@ PY
 t0=$(date +%s.%N)
 "$kvscope" run --model "$model" --workload "$out/long.jsonl" --num-blocks 64 --record "$out/long.kvs" 2>&1 | grep -E "^steps|recorded" || true
 t1=$(date +%s.%N)
-echo "recording took $(echo "$t1 - $t0" | bc -l | cut -c1-6) s; file $(du -h "$out/long.kvs" | cut -f1)"
+echo "recording took $(echo "$t1 - $t0" | bc -l | cut -c1-6) s"
+python3 - "$out/long.kvs" <<'PY'
+import os, sqlite3, sys
+n = sqlite3.connect(sys.argv[1]).execute("SELECT sum(n_events) FROM step").fetchone()[0]
+size = os.path.getsize(sys.argv[1])
+print("file %.1f MiB, %d events, %.1f bytes/event" % (size / 2**20, n, size / n))
+PY
 last=$("$kvscope" inspect "$out/long.kvs" --json | python3 -c "import json,sys; print(json.load(sys.stdin)['steps_total'] - 1)")
 times=()
 for i in $(seq 100); do

@@ -1,6 +1,9 @@
 #include "sessions/recorder.h"
 
 #include <sqlite3.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -136,6 +139,9 @@ Status Recorder::close() {
     db_->insert_attention = {};
     if (error_.ok()) error_ = db_->db.exec(kSessionIndexSql);
     if (error_.ok()) (void)db_->db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+    // A finished recording is one self-contained file: readers (read-only) then leave no -wal or
+    // -shm beside it. A recording cut off by a crash stays in WAL mode, which readers handle.
+    if (error_.ok()) (void)db_->db.exec("PRAGMA journal_mode=DELETE");
     db_->db = {};
     return error_;
 }
@@ -145,6 +151,9 @@ uint64_t Recorder::events_written() const {
 }
 
 void Recorder::writer_loop() {
+    // Below the engine's threads: when the cores are all busy decoding, the engine goes first and
+    // the writer catches up in the gaps (it needs a few percent of one core).
+    (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10);
     std::vector<Event> batch;
     uint64_t taken = 0;  // highest seq_no the writer has taken off the queue
     for (;;) {

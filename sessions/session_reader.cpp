@@ -325,4 +325,16 @@ Result<std::vector<AttentionRow>> SessionReader::attention(int32_t request, int3
     return out;
 }
 
+Result<std::vector<std::pair<int32_t, int32_t>>> SessionReader::captured_heads() {
+    auto q = impl_->db.prepare("SELECT DISTINCT layer, head FROM attention ORDER BY layer, head");
+    if (!q) return q.error();
+    Status err;
+    std::vector<std::pair<int32_t, int32_t>> out;
+    while (q->next(err))
+        out.emplace_back(static_cast<int32_t>(q->column_int(0)),
+                         static_cast<int32_t>(q->column_int(1)));
+    if (!err.ok()) return Error{path_ + ": corrupt database: " + err.error().message};
+    return out;
+}
+
 }  // namespace kvscope

@@ -51,6 +51,8 @@ class SessionReader {
     // Captured attention rows of one request / layer / head, up to `step`.
     Result<std::vector<AttentionRow>> attention(int32_t request, int32_t layer, int32_t head,
                                                 int64_t up_to_step);
+    // (layer, head) pairs that have captured rows, in order.
+    Result<std::vector<std::pair<int32_t, int32_t>>> captured_heads();
     // Keyframes as (step, seq) pairs.
     const std::vector<std::pair<int64_t, uint64_t>>& keyframes() const { return keyframes_; }
     Result<std::vector<uint8_t>> keyframe_blob(int64_t step);

@@ -201,7 +201,8 @@ bool run_script_command(UiContext& ctx, Script& s, int w, int h, std::string& er
     std::istringstream in(s.lines[s.next++]);
     std::string cmd;
     in >> cmd;
-    ctx.scripted = ScriptedInput{};
+    // A simulated hover lasts until the next command that is not a wait or a screenshot.
+    if (cmd != "wait" && cmd != "screenshot" && cmd != "__shoot") ctx.scripted = ScriptedInput{};
     if (cmd == "step") {
         long long n = 1;
         in >> n;
@@ -230,6 +231,7 @@ bool run_script_command(UiContext& ctx, Script& s, int w, int h, std::string& er
         in >> ctx.scripted.hover_q >> ctx.scripted.hover_k;
     } else if (cmd == "heatmap") {
         in >> ctx.view.heat_request >> ctx.view.heat_layer >> ctx.view.heat_head;
+        ctx.view.heat_picked = true;
     } else if (cmd == "zoom") {
         in >> ctx.view.heat_zoom;
     } else if (cmd == "wait") {

@@ -35,11 +35,21 @@ void draw_heatmap_panel(UiContext& ctx) {
         ImGui::EndCombo();
     }
     ImGui::SameLine();
+    const auto& captured = ctx.captured_heads();
+    auto is_captured = [&](int layer, int head) {
+        return std::find(captured.begin(), captured.end(), std::make_pair(layer, head)) !=
+               captured.end();
+    };
+    // Until the user picks, show a head that was captured (a run may capture only layer 4).
+    if (!v.heat_picked && !captured.empty() && !is_captured(v.heat_layer, v.heat_head)) {
+        v.heat_layer = captured.front().first;
+        v.heat_head = captured.front().second;
+    }
     ImGui::SetNextItemWidth(90 * v.font_scale);
-    ImGui::SliderInt("layer", &v.heat_layer, 0, s->info.n_layers - 1);
+    v.heat_picked |= ImGui::SliderInt("layer", &v.heat_layer, 0, s->info.n_layers - 1);
     ImGui::SameLine();
     ImGui::SetNextItemWidth(90 * v.font_scale);
-    ImGui::SliderInt("head", &v.heat_head, 0, s->info.n_heads - 1);
+    v.heat_picked |= ImGui::SliderInt("head", &v.heat_head, 0, s->info.n_heads - 1);
     int group = s->info.n_kv_heads > 0 ? s->info.n_heads / s->info.n_kv_heads : 1;
     ImGui::SameLine();
     ImGui::TextDisabled("(KV head %d)", v.heat_head / std::max(group, 1));
@@ -51,7 +61,14 @@ void draw_heatmap_panel(UiContext& ctx) {
     const RequestState& req = it->second;
     const auto& rows = ctx.attention_rows(v.heat_request, v.heat_layer, v.heat_head);
     if (rows.empty()) {
-        ImGui::TextDisabled("No attention rows for this request, layer and head up to this step.");
+        if (!captured.empty() && !is_captured(v.heat_layer, v.heat_head))
+            ImGui::TextDisabled("Layer %d head %d was not captured; this run captured %zu heads "
+                                "(layer %d head %d first).",
+                                v.heat_layer, v.heat_head, captured.size(), captured.front().first,
+                                captured.front().second);
+        else
+            ImGui::TextDisabled(
+                "No attention rows for this request, layer and head up to this step.");
         ImGui::End();
         return;
     }

@@ -75,6 +75,18 @@ const std::vector<Event>& UiContext::eviction_log() {
     return evictions_;
 }
 
+const std::vector<std::pair<int32_t, int32_t>>& UiContext::captured_heads() {
+    if (captured_of_ != session) {
+        captured_of_ = session;
+        captured_.clear();
+    }
+    if (captured_.empty() && session) {
+        auto heads = session->captured_heads();
+        if (heads) captured_ = std::move(heads).value();
+    }
+    return captured_;
+}
+
 const std::vector<AttentionRow>& UiContext::attention_rows(int32_t request, int layer, int head) {
     auto key = std::make_tuple(session, request, layer, head, view.cursor);
     if (key != attention_key_) {

@@ -25,6 +25,7 @@ struct ViewState {
     int32_t heat_request = -1;
     int heat_layer = 0, heat_head = 0;
     float heat_zoom = 1.0f, heat_pan_x = 0.0f, heat_pan_y = 0.0f;
+    bool heat_picked = false;  // the user chose a layer / head; until then follow the capture
     int heat_hover_q = -1, heat_hover_k = -1;
     // Timeline zoom: [view_lo, view_hi] steps; view_hi < 0 shows everything.
     int64_t view_lo = 0, view_hi = -1;
@@ -67,6 +68,8 @@ class UiContext {
 
     // Eviction and preemption log of the whole run (loaded lazily, extended as it grows).
     const std::vector<Event>& eviction_log();
+    // (layer, head) pairs with captured rows; asked again while none are known (a live run).
+    const std::vector<std::pair<int32_t, int32_t>>& captured_heads();
     // Attention rows of (request, layer, head) up to the cursor, cached.
     const std::vector<AttentionRow>& attention_rows(int32_t request, int layer, int head);
 
@@ -76,6 +79,8 @@ class UiContext {
     SessionReader* evictions_of_ = nullptr;
     std::tuple<SessionReader*, int32_t, int, int, int64_t> attention_key_{nullptr, -1, -1, -1, -1};
     std::vector<AttentionRow> attention_;
+    SessionReader* captured_of_ = nullptr;
+    std::vector<std::pair<int32_t, int32_t>> captured_;
 };
 
 // One function per panel (one file each).

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stb_image.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -58,25 +59,33 @@ class Display : public ::testing::Environment {
     void SetUp() override {
         if (std::getenv("DISPLAY")) return;
         if (std::system("command -v Xvfb > /dev/null 2>&1") != 0) return;
-        for (int n = 90; n < 110 && pid_ == 0; ++n) {
-            std::string lock = "/tmp/.X" + std::to_string(n) + "-lock";
-            if (std::filesystem::exists(lock)) continue;
-            pid_t pid = fork();
-            if (pid == 0) {
-                int devnull = open("/dev/null", O_WRONLY);
-                dup2(devnull, 1);
-                dup2(devnull, 2);
-                std::string d = std::string(":").append(std::to_string(n));
-                execlp("Xvfb", "Xvfb", d.c_str(), "-screen", "0", "1920x1080x24", "-nolisten",
-                       "tcp", nullptr);
-                _exit(127);
-            }
-            for (int i = 0;
-                 i < 50 && !std::filesystem::exists("/tmp/.X11-unix/X" + std::to_string(n)); ++i)
-                usleep(100000);
-            pid_ = pid;
-            setenv("DISPLAY", std::string(":").append(std::to_string(n)).c_str(), 1);
+        // ctest runs test processes in parallel, each with its own Xvfb: -displayfd lets the
+        // server pick a free display itself and tell us which, so two never race for one.
+        int fds[2];
+        if (pipe(fds) != 0) return;
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(fds[0]);
+            int devnull = open("/dev/null", O_WRONLY);
+            dup2(devnull, 1);
+            dup2(devnull, 2);
+            std::string fd = std::to_string(fds[1]);
+            execlp("Xvfb", "Xvfb", "-displayfd", fd.c_str(), "-screen", "0", "1920x1080x24",
+                   "-nolisten", "tcp", nullptr);
+            _exit(127);
         }
+        close(fds[1]);
+        std::string number;
+        char c;
+        while (read(fds[0], &c, 1) == 1 && c != '\n')
+            number += c;
+        close(fds[0]);
+        if (pid < 0 || number.empty()) {
+            if (pid > 0) waitpid(pid, nullptr, 0);
+            return;
+        }
+        pid_ = pid;
+        setenv("DISPLAY", (":" + number).c_str(), 1);
     }
     void TearDown() override {
         if (pid_ > 0) {
@@ -99,9 +108,10 @@ class Gui : public ::testing::Test {
   protected:
     void SetUp() override {
         if (!std::getenv("DISPLAY")) GTEST_SKIP() << "no X display and no Xvfb: GUI tests skipped";
-        model_ = test::stories260k();
-        if (!model_)
-            GTEST_SKIP() << "fixture ../shared/models/stories260K/stories260K.bin not found";
+        // The bundled model and the sample session are part of the repository.
+        model_ = test::source_file("assets/models/kvscope-demo.gguf");
+        sample_ = test::source_file("assets/sessions/sample-chat.kvs");
+        ASSERT_TRUE(model_ && sample_) << "assets/ is incomplete";
         dir_ = test::temp_dir();
         // A private config dir: saved settings must not change what tests see.
         setenv("XDG_CONFIG_HOME", dir_.c_str(), 1);
@@ -111,32 +121,21 @@ class Gui : public ::testing::Test {
         if (const char* asan = std::getenv("ASAN_OPTIONS"))
             setenv("ASAN_OPTIONS", (std::string(asan) + ":detect_leaks=0").c_str(), 1);
     }
-    std::string record_session(const std::string& name) {
-        auto w = kvscope({"workload", "--model", *model_, "--kind", "chat", "--requests", "16",
-                          "--seed", "2", "--out", dir_ + "/w.jsonl"});
-        EXPECT_EQ(w.exit_code, 0) << w.err;
-        std::string path = dir_ + "/" + name;
-        auto r = kvscope({"run", "--model", *model_, "--workload", dir_ + "/w.jsonl",
-                          "--num-blocks", "80", "--record", path, "--capture-attention", "0:*",
-                          "--max-batch-tokens", "128"});
-        EXPECT_EQ(r.exit_code, 0) << r.err;
-        return path;
-    }
-    std::optional<std::string> model_;
+    std::optional<std::string> model_, sample_;
     std::string dir_;
 };
 
 TEST_F(Gui, ReplayShowsEveryPanelAndChangesWithTheStep) {
-    std::string session = record_session("s.kvs");
-    auto a = kvscope({"replay", session, "--step", "6", "--screenshot", dir_ + "/a.png"});
+    const std::string& session = *sample_;
+    auto a = kvscope({"replay", session, "--step", "20", "--screenshot", dir_ + "/a.png"});
     ASSERT_EQ(a.exit_code, 0) << a.err;
-    auto b = kvscope({"replay", session, "--step", "30", "--screenshot", dir_ + "/b.png"});
+    auto b = kvscope({"replay", session, "--step", "200", "--screenshot", dir_ + "/b.png"});
     ASSERT_EQ(b.exit_code, 0) << b.err;
     Image ia = load_png(dir_ + "/a.png"), ib = load_png(dir_ + "/b.png");
     ASSERT_EQ(ia.w, 1600);
     ASSERT_EQ(ia.h, 900);
     // Block pool (top middle) shows several owners' colours; it changes with the step.
-    EXPECT_GT(distinct_colors(ia, 0.2f, 0.05f, 0.65f, 0.3f), 8u);
+    EXPECT_GT(distinct_colors(ib, 0.2f, 0.05f, 0.65f, 0.3f), 8u);
     EXPECT_GT(diff_in(ia, ib, 0.2f, 0.0f, 0.7f, 0.6f), 1000u);
     // The attention heatmap (right) is not blank.
     EXPECT_GT(distinct_colors(ib, 0.72f, 0.08f, 0.98f, 0.55f), 20u);
@@ -148,7 +147,8 @@ TEST_F(Gui, LiveRunScriptedStepSelectAndHover) {
                                  dir_ + "/sel.png\nselect-block -1\nscreenshot " + dir_ +
                                  "/nosel.png\nstep 3\nwait 1\nscreenshot " + dir_ +
                                  "/later.png\nquit\n");
-    auto r = kvscope({"gui", "--model", *model_, "--num-blocks", "64", "--script", script});
+    auto r = kvscope({"gui", "--model", *model_, "--num-blocks", "64", "--capture-attention",
+                      "0:*", "--script", script});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     Image sel = load_png(dir_ + "/sel.png"), nosel = load_png(dir_ + "/nosel.png"),
           later = load_png(dir_ + "/later.png");
@@ -169,8 +169,9 @@ TEST_F(Gui, LiveRunScriptedStepSelectAndHover) {
 
 TEST_F(Gui, LiveAndReplayShowTheSameStep) {
     std::string rec = dir_ + "/live.kvs";
-    auto live = kvscope({"gui", "--model", *model_, "--num-blocks", "64", "--record",
-                         "--record-path", rec, "--step", "9", "--screenshot", dir_ + "/live.png"});
+    auto live = kvscope({"gui", "--model", *model_, "--num-blocks", "64", "--capture-attention",
+                         "0:*", "--record", "--record-path", rec, "--step", "9", "--screenshot",
+                         dir_ + "/live.png"});
     ASSERT_EQ(live.exit_code, 0) << live.err;
     auto check = kvscope({"check", rec});
     ASSERT_EQ(check.exit_code, 0) << check.err;
@@ -181,6 +182,38 @@ TEST_F(Gui, LiveAndReplayShowTheSameStep) {
     // Block pool, requests and attention must be identical; the controls differ by design
     // (live buttons vs replay buttons) and the timeline and memory plots carry timings.
     EXPECT_EQ(diff_in(a, b, 0.18f, 0.03f, 1.0f, 0.55f), 0u);
+}
+
+TEST_F(Gui, SampleHeatmapHoverAndZoomChangeThePicture) {
+    std::string script = dir_ + "/h.txt";
+    test::write_file(script, "seek 300\nselect-request 1\nheatmap 1 4 5\nwait 1\nscreenshot " +
+                                 dir_ + "/h0.png\nhover-heatmap 120 110\nwait 1\nscreenshot " +
+                                 dir_ + "/h1.png\nzoom 6\nwait 1\nscreenshot " + dir_ +
+                                 "/h2.png\nquit\n");
+    auto r = kvscope({"replay", *sample_, "--script", script, "--panel", "Attention"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    Image h0 = load_png(dir_ + "/h0.png"), h1 = load_png(dir_ + "/h1.png"),
+          h2 = load_png(dir_ + "/h2.png");
+    ASSERT_EQ(h0.w, 1600);
+    // Layer 4 head 5 of the bundled model is a local head: the heatmap has many shades.
+    EXPECT_GT(distinct_colors(h0, 0.72f, 0.08f, 0.98f, 0.55f), 20u);
+    EXPECT_GT(diff_in(h0, h1, 0.6f, 0.0f, 1.0f, 0.7f), 200u);  // the hover tooltip
+    EXPECT_GT(diff_in(h0, h2, 0.7f, 0.05f, 1.0f, 0.6f), 5000u);  // zoomed in
+}
+
+TEST_F(Gui, FrameStatsAreWritten) {
+    std::string stats = dir_ + "/stats.json";
+    auto r = kvscope({"replay", *sample_, "--step", "100", "--frames", "5", "--screenshot",
+                      dir_ + "/f.png", "--frame-stats", stats});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::string text = test::read_file(stats);
+    EXPECT_NE(text.find("\"frames\": 5"), std::string::npos) << text;
+    EXPECT_NE(text.find("\"draw_calls\": {\"median\": "), std::string::npos) << text;
+    EXPECT_EQ(text.find("\"draw_calls\": {\"median\": 0.000"), std::string::npos) << text;
+    auto bad = kvscope({"replay", *sample_, "--frames", "2", "--screenshot", dir_ + "/g.png",
+                        "--frame-stats", dir_ + "/no/such/dir/stats.json"});
+    EXPECT_EQ(bad.exit_code, 1);
+    EXPECT_NE(bad.err.find("cannot write"), std::string::npos) << bad.err;
 }
 
 TEST_F(Gui, BadSessionsAndModelsGiveAMessageNotACrash) {
@@ -202,10 +235,21 @@ TEST_F(Gui, BadSessionsAndModelsGiveAMessageNotACrash) {
             }
         return n;
     };
-    Image model_shot = load_png(dir_ + "/model.png"), junk_shot = load_png(dir_ + "/junk.png");
+    // A session from a newer kvscope.
+    std::string newer = dir_ + "/newer.kvs";
+    std::filesystem::copy_file(*sample_, newer);
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(newer.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "PRAGMA user_version=99", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+    auto n = kvscope({"replay", newer, "--screenshot", dir_ + "/newer.png"});
+    EXPECT_EQ(n.exit_code, 0) << n.err;
+    Image model_shot = load_png(dir_ + "/model.png"), junk_shot = load_png(dir_ + "/junk.png"),
+          newer_shot = load_png(dir_ + "/newer.png");
     ASSERT_GT(model_shot.h, 0);
     EXPECT_GT(red_text(model_shot), 100u);
     EXPECT_GT(red_text(junk_shot), 100u);
+    EXPECT_GT(red_text(newer_shot), 100u);
 }
 
 }  // namespace

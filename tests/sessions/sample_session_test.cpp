@@ -1,0 +1,69 @@
+// The committed sample session (assets/sessions/sample-chat.kvs): sound, readable at any step,
+// and still what the engine records today (else re-record it with record_sample.sh).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "sessions/session_reader.h"
+#include "test_support.h"
+
+namespace kvscope {
+namespace {
+
+test::CommandResult kvscope(std::vector<std::string> args) {
+    args.insert(args.begin(), test::kvscope_binary());
+    return test::run_command(args, 300);
+}
+
+TEST(SampleSession, IsSoundAndSmall) {
+    auto sample = test::source_file("assets/sessions/sample-chat.kvs");
+    ASSERT_TRUE(sample) << "assets/sessions/sample-chat.kvs is missing";
+    auto check = kvscope({"check", *sample});
+    EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+    EXPECT_LT(std::filesystem::file_size(*sample), 6u << 20);
+    auto inspect = kvscope({"inspect", *sample, "--step", "250", "--json"});
+    ASSERT_EQ(inspect.exit_code, 0) << inspect.err;
+    auto j = nlohmann::json::parse(inspect.out);
+    EXPECT_EQ(j["step"], 250);
+    EXPECT_GT(j["pool"]["used"].get<int>(), 0);
+    EXPECT_EQ(j["requests"].size(), 6u);
+    auto reader = SessionReader::open(*sample);
+    ASSERT_TRUE(reader.ok()) << reader.error().message;
+    auto heads = (*reader)->captured_heads();
+    ASSERT_TRUE(heads.ok());
+    EXPECT_EQ(heads->size(), 8u);  // every head of layer 4
+}
+
+TEST(SampleSession, MatchesAFreshRecording) {
+    auto sample = test::source_file("assets/sessions/sample-chat.kvs");
+    auto script = test::source_file("assets/sessions/record_sample.sh");
+    ASSERT_TRUE(sample && script);
+    std::string dir = test::temp_dir();
+    // The script's commands, into a temporary file.
+    auto w = kvscope({"workload", "--kind", "chat", "--requests", "6", "--seed", "5", "--out",
+                      dir + "/chat.jsonl"});
+    ASSERT_EQ(w.exit_code, 0) << w.err;
+    auto r = kvscope({"run", "--workload", dir + "/chat.jsonl", "--num-blocks", "32",
+                      "--capture-attention", "4:*", "--record", dir + "/fresh.kvs"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ASSERT_NE(test::read_file(*script).find("--num-blocks 32 --capture-attention \"4:*\""),
+              std::string::npos)
+        << "record_sample.sh and this test must run the same command";
+    auto a = SessionReader::open(*sample), b = SessionReader::open(dir + "/fresh.kvs");
+    ASSERT_TRUE(a.ok() && b.ok());
+    ASSERT_EQ((*a)->last_step(), (*b)->last_step())
+        << "the engine now schedules the sample differently: re-record it with "
+           "assets/sessions/record_sample.sh";
+    for (int64_t step : {int64_t{50}, int64_t{300}, (*a)->last_step()}) {
+        auto sa = (*a)->state_at(step);
+        ASSERT_TRUE(sa.ok());
+        TimelineState want = **sa;
+        auto sb = (*b)->state_at(step);
+        ASSERT_TRUE(sb.ok());
+        EXPECT_TRUE(want == **sb) << "step " << step
+                                  << " differs: re-record with assets/sessions/record_sample.sh";
+    }
+}
+
+}  // namespace
+}  // namespace kvscope
