@@ -35,6 +35,8 @@ void add_window_flags(CLI::App& sub, ui::WindowOptions& w) {
         ->check(CLI::Range(0LL, 1LL << 40));
     sub.add_option("--panel", w.panel,
                    "Panel to bring to the front (Block pool, Requests, Attention, Timeline, ...)");
+    sub.add_flag("--crop", w.crop_to_panel,
+                 "With --screenshot and --panel: write only that panel (for documentation)");
     sub.add_option("--script", w.script_path,
                    "Drive the window from a script (see ui/app_window.cpp)");
     sub.add_option("--width", w.width, "Window width")

@@ -13,6 +13,7 @@
 #include <backends/imgui_impl_glfw.h>
 #include <backends/imgui_impl_opengl3.h>
 #include <imgui.h>
+#include <imgui_internal.h>  // FindWindowByName, for --crop
 #include <stb_image_write.h>
 
 #include <algorithm>
@@ -74,7 +75,7 @@ void save_settings(const ViewState& v) {
 //   heatmap R L H   pick request R, layer L, head H for the heatmap
 //   zoom F          heatmap zoom factor
 //   wait N          render N frames
-//   screenshot PATH write the current frame
+//   screenshot PATH [PANEL]  write the current frame (only PANEL's window, if named)
 //   quit
 struct Script {
     std::vector<std::string> lines;
@@ -101,11 +102,29 @@ void place(const char*, float x, float y, float w, float h) {
 }
 
 // [SECTION] Screenshot ---------------------------------------------------------------------------
-bool write_screenshot(const std::string& path, int w, int h) {
+// The rectangle (x, y from the top left, w, h) of a panel's window, clipped to the framebuffer.
+bool panel_rect(const std::string& name, int fb_w, int fb_h, int r[4]) {
+    ImGuiWindow* win = ImGui::FindWindowByName(name.c_str());
+    if (!win) return false;
+    int x0 = std::clamp(static_cast<int>(win->Pos.x), 0, fb_w);
+    int y0 = std::clamp(static_cast<int>(win->Pos.y), 0, fb_h);
+    int x1 = std::clamp(static_cast<int>(win->Pos.x + win->Size.x), 0, fb_w);
+    int y1 = std::clamp(static_cast<int>(win->Pos.y + win->Size.y), 0, fb_h);
+    r[0] = x0;
+    r[1] = y0;
+    r[2] = x1 - x0;
+    r[3] = y1 - y0;
+    return r[2] > 0 && r[3] > 0;
+}
+
+// Writes the framebuffer, or the rectangle `crop` (x, y from the top left, w, h) of it.
+bool write_screenshot(const std::string& path, int fb_w, int fb_h, const int* crop = nullptr) {
+    int x = crop ? crop[0] : 0, w = crop ? crop[2] : fb_w, h = crop ? crop[3] : fb_h;
+    int y = crop ? fb_h - crop[1] - h : 0;  // GL rows count from the bottom
     std::vector<unsigned char> pixels(static_cast<size_t>(w) * h * 4);
     glPixelStorei(GL_PACK_ALIGNMENT, 1);
     glReadBuffer(GL_BACK);
-    glReadPixels(0, 0, w, h, GL_RGBA, GL_UNSIGNED_BYTE, pixels.data());
+    glReadPixels(x, y, w, h, GL_RGBA, GL_UNSIGNED_BYTE, pixels.data());
     std::vector<unsigned char> flipped(pixels.size());
     for (int y = 0; y < h; ++y)
         std::copy_n(&pixels[static_cast<size_t>(h - 1 - y) * w * 4], static_cast<size_t>(w) * 4,
@@ -237,10 +256,11 @@ bool run_script_command(UiContext& ctx, Script& s, int w, int h, std::string& er
     } else if (cmd == "wait") {
         in >> s.wait;
     } else if (cmd == "screenshot") {
-        std::string path;
+        std::string path, panel;
         in >> path;
+        std::getline(in >> std::ws, panel);
         // The frame being built is drawn after this command; keep hovers for it and shoot next.
-        s.lines.insert(s.lines.begin() + static_cast<long>(s.next), "__shoot " + path);
+        s.lines.insert(s.lines.begin() + static_cast<long>(s.next), "__shoot " + path + "\t" + panel);
         return true;
     } else if (cmd == "__shoot") {
         return true;  // handled after rendering
@@ -424,20 +444,37 @@ int run_window(const WindowOptions& o) {
         if (!o.script_path.empty() && script.next > 0 && script.next <= script.lines.size() &&
             script.lines[script.next - 1].rfind("__shoot ", 0) == 0) {
             std::string path = script.lines[script.next - 1].substr(8);
-            if (!write_screenshot(path, w, h)) {
+            std::string panel = path.substr(path.find('\t') + 1);
+            path.resize(path.find('\t'));
+            int crop[4];
+            bool cropped = !panel.empty() && panel_rect(panel, w, h, crop);
+            if (!panel.empty() && !cropped) {
+                std::fprintf(stderr, "kvscope: error: script: no panel named '%s'\n", panel.c_str());
+                status = 2;
+                break;
+            }
+            if (!write_screenshot(path, w, h, cropped ? crop : nullptr)) {
                 std::fprintf(stderr, "kvscope: error: cannot write %s\n", path.c_str());
                 status = 1;
                 break;
             }
         }
         if (!o.screenshot_path.empty() && frame >= o.frames) {
-            if (!write_screenshot(o.screenshot_path, w, h)) {
+            int crop[4];
+            bool cropped = o.crop_to_panel && panel_rect(o.panel, w, h, crop);
+            if (o.crop_to_panel && !cropped) {
+                std::fprintf(stderr, "kvscope: error: no panel named '%s' to crop to\n",
+                             o.panel.c_str());
+                status = 2;
+                break;
+            }
+            if (!write_screenshot(o.screenshot_path, w, h, cropped ? crop : nullptr)) {
                 std::fprintf(stderr, "kvscope: error: cannot write %s\n",
                              o.screenshot_path.c_str());
                 status = 1;
             } else {
-                std::fprintf(stderr, "kvscope: wrote %s (%dx%d)\n", o.screenshot_path.c_str(), w,
-                             h);
+                std::fprintf(stderr, "kvscope: wrote %s (%dx%d)\n", o.screenshot_path.c_str(),
+                             cropped ? crop[2] : w, cropped ? crop[3] : h);
             }
             break;
         }

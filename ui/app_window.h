@@ -23,6 +23,7 @@ struct WindowOptions {
     int frames = 3;
     long long step = -1;
     std::string panel;
+    bool crop_to_panel = false;  // the PNG holds only `panel`'s window (for documentation)
     std::string script_path;  // commands driven one per frame (see app_window.cpp)
     float font_scale = 0;     // 0: the saved setting
     // At exit, a JSON summary of every frame: CPU time to build it (panels + ImGui), time to

@@ -48,6 +48,26 @@ void draw_block_pool_panel(UiContext& ctx) {
     ImGui::Text("%d blocks x %d tokens (%s)  used %d  free %d  cached %d", n, bs,
                 s->info.allocator.c_str(), s->blocks_used(), n - s->blocks_used(),
                 s->blocks_cached());
+    {  // Legend, drawn with the same marks as the cells.
+        ImDrawList* dl = ImGui::GetWindowDrawList();
+        float h = ImGui::GetTextLineHeight();
+        auto swatch = [&](uint32_t color, const char* label, int mark) {
+            ImVec2 p = ImGui::GetCursorScreenPos();
+            dl->AddRectFilled(p, ImVec2(p.x + h, p.y + h), color);
+            if (mark == 1)
+                dl->AddCircleFilled(ImVec2(p.x + h * 0.5f, p.y + h * 0.5f), h * 0.18f, 0xffffffff);
+            if (mark == 2) dl->AddLine(ImVec2(p.x + 1, p.y + h - 2), ImVec2(p.x + h - 1, p.y + 1), 0xff9a9a9a);
+            ImGui::Dummy(ImVec2(h, h));
+            ImGui::SameLine();
+            ImGui::TextDisabled("%s", label);
+            ImGui::SameLine();
+        };
+        swatch(owner_color(0, ctx.view.palette), "request (dimmer = emptier)", 0);
+        swatch(shade(owner_color(1, ctx.view.palette), 1.0f), "shared", 1);
+        swatch(kCachedColor, "cached, free", 2);
+        swatch(kFreeColor, "free", 0);
+        ImGui::NewLine();
+    }
     ImVec2 avail = ImGui::GetContentRegionAvail();
     avail.y = std::max(avail.y, 40.0f);
     // Square cells, as large as fit.
@@ -80,6 +100,27 @@ void draw_block_pool_panel(UiContext& ctx) {
               y = origin.y + static_cast<float>(b / cols) * cell;
         dl->AddRect(ImVec2(x, y), ImVec2(x + cell, y + cell), color, 0.0f, 0, thickness);
     };
+    // Gaps between cells, so neighbouring blocks of one request stay countable.
+    if (cell >= 8.0f) {
+        for (int c = 1; c < cols; ++c) {
+            float x = origin.x + static_cast<float>(c) * cell;
+            dl->AddLine(ImVec2(x, origin.y), ImVec2(x, origin.y + size.y), kHoleColor);
+        }
+        for (int r = 1; r < rows; ++r) {
+            float y = origin.y + static_cast<float>(r) * cell;
+            dl->AddLine(ImVec2(origin.x, y), ImVec2(origin.x + size.x, y), kHoleColor);
+        }
+    }
+    // Block ids, when there is room for them.
+    if (cell >= 4.0f * ImGui::GetFontSize()) {
+        char id[16];
+        for (int b = 0; b < n; ++b) {
+            std::snprintf(id, sizeof id, "%d", b);
+            dl->AddText(ImVec2(origin.x + static_cast<float>(b % cols) * cell + 3,
+                               origin.y + static_cast<float>(b / cols) * cell + 2),
+                        0xb0ffffff, id);
+        }
+    }
     // Marks drawn per cell only while cells are big enough to see them.
     if (cell >= 6.0f) {
         for (int b = 0; b < n; ++b) {

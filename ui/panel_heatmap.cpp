@@ -1,7 +1,8 @@
 // Attention heatmap: query position (rows) x key position (columns) for one request, layer and
 // head. The image is built at screen resolution for the visible region (each pixel the max of
 // the cells it covers, sampled), so zoomed-out views of long sequences stay cheap; it is rebuilt
-// only when the data or the view changes.
+// only when the data or the view changes. Evicted keys are grey; rows the prefix cache supplied
+// were never computed and stay empty.
 #include <imgui.h>
 
 #include <algorithm>
@@ -77,8 +78,19 @@ void draw_heatmap_panel(UiContext& ctx) {
         q_max = std::max(q_max, r.query_pos);
     const int n = q_max + 1;  // square: keys 0..q_max
     std::vector<const AttentionRow*> by_q(static_cast<size_t>(n), nullptr);
-    for (const auto& r : rows)
+    std::vector<int> captured_q;  // query positions with a row, ascending
+    for (const auto& r : rows) {
+        if (!by_q[static_cast<size_t>(r.query_pos)]) captured_q.push_back(r.query_pos);
         by_q[static_cast<size_t>(r.query_pos)] = &r;  // later rows (recompute) win
+    }
+    std::sort(captured_q.begin(), captured_q.end());
+    // Keys evicted from this request (by any policy, for this layer / head or all of them).
+    std::vector<uint8_t> evicted(static_cast<size_t>(n), 0);
+    for (const Event& e : ctx.eviction_log())
+        if (e.kind == EventKind::kTokenEvict && e.request == v.heat_request &&
+            e.step <= v.cursor && (e.a < 0 || e.a == v.heat_layer) &&
+            (e.b < 0 || e.b == v.heat_head) && e.c >= 0 && e.c < n)
+            evicted[static_cast<size_t>(e.c)] = 1;
 
     ImVec2 avail = ImGui::GetContentRegionAvail();
     float side = std::max(32.0f, std::min(avail.x, avail.y - 4));
@@ -88,34 +100,66 @@ void draw_heatmap_panel(UiContext& ctx) {
     v.heat_pan_y = std::clamp(v.heat_pan_y, 0.0f, static_cast<float>(n) - span);
     int res = std::max(1, std::min(static_cast<int>(side), static_cast<int>(std::ceil(span))));
     char key[200];
-    std::snprintf(key, sizeof key, "%p/%zu/%d/%d/%g/%g/%g/%d",
+    std::snprintf(key, sizeof key, "%p/%zu/%d/%d/%g/%g/%g/%d/%zu",
                   static_cast<const void*>(rows.data()), rows.size(), n, v.heat_request,
-                  v.heat_zoom, v.heat_pan_x, v.heat_pan_y, res);
+                  v.heat_zoom, v.heat_pan_x, v.heat_pan_y, res, ctx.eviction_log().size());
     if (built_for != key) {
         built_for = key;
         pixels.assign(static_cast<size_t>(res) * res, 0xff141414);
         float per = span / static_cast<float>(res);
+        // Level of detail: a pixel covering many cells shows the largest of them. Keys: the
+        // exact maximum over the pixel's key range (a contiguous byte run, so it vectorizes);
+        // queries: up to three of the rows captured in the pixel's range (captures may be
+        // sparse). Sinks and one-token diagonals stay visible at any zoom; the cost is bounded
+        // by the screen times the visible keys.
+        std::vector<int> evicted_before(static_cast<size_t>(n) + 1, 0);
+        for (int k = 0; k < n; ++k)
+            evicted_before[static_cast<size_t>(k) + 1] =
+                evicted_before[static_cast<size_t>(k)] + evicted[static_cast<size_t>(k)];
+        std::vector<int> k_lo(static_cast<size_t>(res)), k_hi(static_cast<size_t>(res));
+        for (int px = 0; px < res; ++px) {
+            float x0 = v.heat_pan_x + static_cast<float>(px) * per;
+            k_lo[static_cast<size_t>(px)] =
+                per > 1.0f ? static_cast<int>(std::ceil(x0)) : static_cast<int>(x0 + 0.5f * per);
+            k_hi[static_cast<size_t>(px)] =
+                per > 1.0f ? std::max(k_lo[static_cast<size_t>(px)] + 1,
+                                      static_cast<int>(std::ceil(x0 + per)))
+                           : k_lo[static_cast<size_t>(px)] + 1;
+        }
+        std::vector<const AttentionRow*> pixel_rows;
         for (int py = 0; py < res; ++py) {
+            float y0 = v.heat_pan_y + static_cast<float>(py) * per;
+            pixel_rows.clear();
+            if (per > 1.0f) {
+                auto lo = std::lower_bound(captured_q.begin(), captured_q.end(),
+                                           static_cast<int>(std::ceil(y0)));
+                auto hi = std::lower_bound(lo, captured_q.end(),
+                                           static_cast<int>(std::ceil(y0 + per)));
+                long count = hi - lo;
+                for (long a = 0; a < std::min<long>(3, count); ++a)
+                    pixel_rows.push_back(
+                        by_q[static_cast<size_t>(*(lo + (2 * a + 1) * count / 6))]);
+            } else if (static_cast<int>(y0 + 0.5f * per) < n) {
+                pixel_rows.push_back(by_q[static_cast<size_t>(y0 + 0.5f * per)]);
+            }
             for (int px = 0; px < res; ++px) {
-                float best = -1.0f;
-                // Up to 3x3 samples per pixel: enough to keep sharp peaks visible when zoomed out.
-                int sy = per > 1.0f ? 3 : 1, sx = sy;
-                for (int a = 0; a < sy; ++a)
-                    for (int b = 0; b < sx; ++b) {
-                        int q = static_cast<int>(
-                            v.heat_pan_y +
-                            (static_cast<float>(py) + (a + 0.5f) / static_cast<float>(sy)) * per);
-                        int k = static_cast<int>(
-                            v.heat_pan_x +
-                            (static_cast<float>(px) + (b + 0.5f) / static_cast<float>(sx)) * per);
-                        if (q >= n || k > q) continue;
-                        const AttentionRow* row = by_q[static_cast<size_t>(q)];
-                        if (!row || static_cast<size_t>(k) >= row->probs.size()) continue;
-                        best = std::max(
-                            best, static_cast<float>(row->probs[static_cast<size_t>(k)]) / 255.0f);
-                    }
+                int best = -1;
+                bool gone = false;
+                for (const AttentionRow* row : pixel_rows) {
+                    if (!row) continue;
+                    int k0 = k_lo[static_cast<size_t>(px)];
+                    int k1 = std::min({k_hi[static_cast<size_t>(px)], row->query_pos + 1,
+                                       static_cast<int>(row->probs.size())});
+                    if (k0 >= k1) continue;
+                    const uint8_t* p = row->probs.data();
+                    best = std::max(best, static_cast<int>(*std::max_element(p + k0, p + k1)));
+                    gone |= evicted_before[static_cast<size_t>(k1)] >
+                            evicted_before[static_cast<size_t>(k0)];
+                }
                 if (best >= 0)
-                    pixels[static_cast<size_t>(py) * res + px] = heat_color(std::sqrt(best));
+                    pixels[static_cast<size_t>(py) * res + px] =
+                        gone ? 0xff5a5a5a
+                             : heat_color(std::sqrt(static_cast<float>(best) / 255.0f));
             }
         }
         texture.upload(res, res, pixels);
@@ -180,7 +224,8 @@ void draw_heatmap_panel(UiContext& ctx) {
         ImGui::BeginTooltip();
         ImGui::Text("query %d \"%s\"  ->  key %d \"%s\"", hq, text(hq).c_str(), hk,
                     text(hk).c_str());
-        ImGui::Text("probability %.3f%s", p, row ? "" : " (row not captured)");
+        ImGui::Text("probability %.3f%s%s", p, row ? "" : " (row not captured)",
+                    evicted[static_cast<size_t>(hk)] ? "  (key evicted)" : "");
         ImGui::EndTooltip();
     }
     ImGui::End();

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Re-takes the README's pictures with the window's own screenshots, under Xvfb at 1920x1080: the
+# whole window and each main panel on the sample session (a request and a block selected, a
+# heatmap cell hovered), and paged vs contiguous side by side in Compare.
+#   assets/screenshots/take.sh [KVSCOPE]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+kvscope=${1:-build/kvscope}
+shots=assets/screenshots
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export XDG_CONFIG_HOME=$work  # default layout and palette
+sample=assets/sessions/sample-chat.kvs
+win() { xvfb-run -a -s "-screen 0 1920x1080x24" "$kvscope" "$@" --width 1920 --height 1080; }
+
+cat > "$work/shots.txt" <<SCRIPT
+seek 300
+select-request 4
+heatmap 4 4 5
+select-block 23
+wait 2
+screenshot $shots/window.png
+screenshot $shots/block-pool.png Block pool
+screenshot $shots/requests.png Requests
+screenshot $shots/timeline.png Timeline
+screenshot $shots/memory.png Memory
+screenshot $shots/evictions.png Evictions
+hover-heatmap 200 190
+wait 1
+screenshot $shots/attention.png Attention
+quit
+SCRIPT
+win replay "$sample" --script "$work/shots.txt"
+
+# Paged vs contiguous on the same workload and pool.
+"$kvscope" workload --kind chat --requests 6 --seed 5 --out "$work/chat.jsonl" 2>/dev/null
+for a in paged contiguous; do
+  "$kvscope" run --workload "$work/chat.jsonl" --num-blocks 32 --allocator "$a" \
+    --record "$work/$a.kvs" >/dev/null 2>&1
+done
+win compare "$work/paged.kvs" "$work/contiguous.kvs" --step 120 --screenshot "$shots/compare.png"
+ls -la "$shots"
