@@ -10,12 +10,18 @@ int fail(const std::string& message) {
     return 1;
 }
 
+int usage_error(const std::string& message) {
+    std::fprintf(stderr, "kvscope: error: %s (see --help)\n", message.c_str());
+    return 2;
+}
+
 int run_cli(int argc, char** argv) {
     CLI::App cli{"kvscope: see what an LLM does with its KV cache"};
     cli.require_subcommand(0, 1);
     std::vector<Command> commands = {register_generate(cli), register_run(cli),
                                      register_workload(cli), register_inspect(cli),
-                                     register_check(cli),    register_export(cli)};
+                                     register_check(cli),    register_export(cli),
+                                     register_tokenize(cli), register_perplexity(cli)};
 #ifdef KVSCOPE_HAVE_GUI
     GuiCommands gui = register_gui(cli);
     commands.insert(commands.end(), gui.commands.begin(), gui.commands.end());

@@ -25,6 +25,8 @@ Command register_run(CLI::App& cli);
 Command register_inspect(CLI::App& cli);
 Command register_check(CLI::App& cli);
 Command register_export(CLI::App& cli);
+Command register_tokenize(CLI::App& cli);
+Command register_perplexity(CLI::App& cli);
 
 // The window commands (gui, replay, compare) and the action of `kvscope` with no subcommand.
 struct GuiCommands {
@@ -35,5 +37,7 @@ GuiCommands register_gui(CLI::App& cli);
 
 // Prints "kvscope: error: <message>" on stderr and returns 1.
 int fail(const std::string& message);
+// The same for a usage mistake CLI11 cannot see (a missing either/or option); returns 2.
+int usage_error(const std::string& message);
 
 }  // namespace kvscope::app

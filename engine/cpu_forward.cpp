@@ -113,12 +113,15 @@ void CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
     int n_out = 0;
     row = 0;
     for (const SequenceChunk& ch : batch.chunks) {
+        size_t first = row;
         row += static_cast<size_t>(ch.num_tokens);
-        if (!ch.want_logits || ch.num_tokens == 0) continue;
-        last.resize(static_cast<size_t>(n_out + 1) * c.dim);
-        rmsnorm(&last[static_cast<size_t>(n_out) * c.dim], &x_[(row - 1) * c.dim],
-                weights_.output_norm.data, c.dim, c.rms_eps);
-        ++n_out;
+        if (!(ch.want_logits || ch.all_logits) || ch.num_tokens == 0) continue;
+        for (size_t r = ch.all_logits ? first : row - 1; r < row; ++r) {
+            last.resize(static_cast<size_t>(n_out + 1) * c.dim);
+            rmsnorm(&last[static_cast<size_t>(n_out) * c.dim], &x_[r * c.dim],
+                    weights_.output_norm.data, c.dim, c.rms_eps);
+            ++n_out;
+        }
     }
     logits.resize(static_cast<size_t>(n_out) * c.vocab_size);
     if (n_out > 0) matmul(pool_, last.data(), n_out, weights_.output, logits.data());

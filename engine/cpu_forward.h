@@ -25,6 +25,7 @@ struct SequenceChunk {
     int32_t start_pos = 0;
     int32_t num_tokens = 0;
     bool want_logits = true;  // logits of the chunk's last token
+    bool all_logits = false;  // logits of every token of the chunk, in order (scoring text)
 };
 
 struct ForwardBatch {
@@ -32,14 +33,14 @@ struct ForwardBatch {
     std::vector<SequenceChunk> chunks;
 };
 
-// Which attention probabilities to keep while computing: every (layer, query head) pair for
-// which `wanted(layer, head)` holds. Rows are collected per forward pass in `rows`.
 // A probability in [0, 1] as the u8 the session stores (255 = 1.0), rounded to nearest.
 inline uint8_t quantize_probability(float p) {
     p = p < 0.0f ? 0.0f : p > 1.0f ? 1.0f : p;
     return static_cast<uint8_t>(p * 255.0f + 0.5f);
 }
 
+// Which attention probabilities to keep while computing: every (layer, query head) pair for
+// which `wanted(layer, head)` holds. Rows are collected per forward pass in `rows`.
 struct AttentionCapture {
     std::vector<uint8_t> wanted;  // [layer * n_heads + head] != 0
     struct Row {

@@ -172,6 +172,9 @@ bool write_frame_stats(const std::string& path, const std::vector<FrameSample>& 
       << ",\n \"per_frame_ms\": [";
     for (size_t i = 0; i < frames.size(); ++i)
         f << (i ? ", " : "") << frames[i].build_ms + frames[i].render_ms;
+    f << "],\n \"per_frame_build_ms\": [";
+    for (size_t i = 0; i < frames.size(); ++i)
+        f << (i ? ", " : "") << frames[i].build_ms;
     f << "]}\n";
     return static_cast<bool>(f);
 }

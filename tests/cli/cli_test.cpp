@@ -1,7 +1,9 @@
 // The real binary, as a user meets it: output format, exit statuses, one-line errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <sstream>
 
 #include "test_support.h"
@@ -25,7 +27,8 @@ void expect_clean_failure(const test::CommandResult& r, const std::string& expec
 }
 
 TEST(Cli, HelpOnEverySubcommandAndUnknownFlagsFail) {
-    for (const char* sub : {"generate", "run", "workload", "inspect", "check", "export"}) {
+    for (const char* sub : {"generate", "run", "workload", "inspect", "check", "export", "tokenize",
+                            "perplexity"}) {
         auto r = kvscope({sub, "--help"});
         EXPECT_EQ(r.exit_code, 0) << sub;
         EXPECT_NE(r.out.find("--"), std::string::npos) << sub;
@@ -132,6 +135,76 @@ TEST(Cli, MalformedWorkloadsAreReportedWithLineNumbers) {
     expect_clean_failure(
         kvscope({"run", "--model", *model, "--workload", dir + "/big.jsonl", "--num-blocks", "0"}),
         "num-blocks", "a pool of no blocks");
+}
+
+// Lines in the register of the bundled model's corpus (KJV), and the same words shuffled.
+const char* const kKjv =
+    "In the beginning God created the heaven and the earth.\n"
+    "And the earth was without form, and void; and darkness was upon the face of the deep.\n"
+    "And the Spirit of God moved upon the face of the waters.\n"
+    "And God said, Let there be light: and there was light.\n"
+    "And God saw the light, that it was good: and God divided the light from the darkness.\n"
+    "And God called the light Day, and the darkness he called Night.\n"
+    "And the evening and the morning were the first day.\n";
+
+TEST(Cli, TokenizePrintsIdsPerTextOrPerLine) {
+    std::string dir = test::temp_dir();
+    std::string file = test::write_file(dir + "/kjv.txt", kKjv);
+    auto one = kvscope({"tokenize", "--text", "In the beginning"});
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    std::istringstream in(one.out);
+    std::vector<int> ids;
+    for (int x; in >> x;)
+        ids.push_back(x);
+    ASSERT_GE(ids.size(), 3u);
+    EXPECT_EQ(ids[0], 1);  // BOS
+    auto no_bos = kvscope({"tokenize", "--text", "In the beginning", "--no-bos"});
+    EXPECT_EQ(no_bos.out, one.out.substr(2));
+    auto lines = kvscope({"tokenize", "--file", file, "--lines"});
+    ASSERT_EQ(lines.exit_code, 0) << lines.err;
+    EXPECT_EQ(std::count(lines.out.begin(), lines.out.end(), '\n'), 7);
+    EXPECT_EQ(lines.out.substr(0, one.out.size() - 1), one.out.substr(0, one.out.size() - 1));
+    expect_clean_failure(kvscope({"tokenize"}), "exactly one", "no text");
+    expect_clean_failure(kvscope({"tokenize", "--text", "a", "--file", file}), "exactly one",
+                         "text and file");
+    expect_clean_failure(kvscope({"tokenize", "--file", dir + "/missing.txt"}), "no such file",
+                         "missing file");
+    expect_clean_failure(kvscope({"tokenize", "--file", dir}), "no such file", "a directory");
+}
+
+TEST(Cli, PerplexityTellsTheCorpusFromShuffledWords) {
+    std::string dir = test::temp_dir();
+    std::string text, shuffled;
+    for (int i = 0; i < 6; ++i)
+        text += kKjv;
+    std::vector<std::string> words;
+    std::istringstream in(text);
+    for (std::string w; in >> w;)
+        words.push_back(w);
+    std::mt19937 rng(1);
+    std::shuffle(words.begin(), words.end(), rng);
+    for (const auto& w : words)
+        shuffled += w + " ";
+    std::string a = test::write_file(dir + "/kjv.txt", text);
+    std::string b = test::write_file(dir + "/shuffled.txt", shuffled);
+    auto ppl = [&](const std::string& f) {
+        auto r = kvscope({"perplexity", "--file", f, "--ctx", "128"});
+        EXPECT_EQ(r.exit_code, 0) << r.err;
+        auto at = r.out.find("Final estimate: PPL = ");
+        EXPECT_NE(at, std::string::npos) << r.out;
+        return at == std::string::npos ? 0.0 : std::stod(r.out.substr(at + 22));
+    };
+    double in_corpus = ppl(a), out_of_order = ppl(b);
+    EXPECT_GT(in_corpus, 1.0);
+    EXPECT_LT(in_corpus, 60.0);  // held-out text scores about 27 (see assets/README.md)
+    EXPECT_GT(out_of_order, 3 * in_corpus) << in_corpus;
+    expect_clean_failure(kvscope({"perplexity", "--file", a, "--ctx", "4096"}), "context",
+                         "ctx beyond the model");
+    std::string tiny = test::write_file(dir + "/tiny.txt", "In the beginning");
+    expect_clean_failure(kvscope({"perplexity", "--file", tiny}), "fewer than one chunk",
+                         "text shorter than a chunk");
+    expect_clean_failure(kvscope({"perplexity", "--file", dir + "/none.txt"}), "no such file",
+                         "missing file");
 }
 
 }  // namespace

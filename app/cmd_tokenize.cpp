@@ -1,0 +1,69 @@
+// `kvscope tokenize`: the token ids of a text, as the engine sees them (llama-tokenize's job), for
+// checking a tokenizer against another implementation.
+#include <cstdio>
+#include <memory>
+#include <sstream>
+
+#include "app/commands.h"
+#include "app/model_paths.h"
+#include "app/text_file.h"
+#include "engine/model_loader.h"
+
+namespace kvscope::app {
+
+namespace {
+struct TokenizeOptions {
+    std::string model;
+    std::string text;
+    std::string file;
+    bool lines = false;
+    bool no_bos = false;
+};
+
+void print_ids(const std::vector<int32_t>& ids) {
+    std::string out;
+    for (size_t i = 0; i < ids.size(); ++i) {
+        if (i) out += ' ';
+        out += std::to_string(ids[i]);
+    }
+    out += '\n';
+    std::fwrite(out.data(), 1, out.size(), stdout);
+}
+
+int run_tokenize(const TokenizeOptions& o) {
+    if (o.text.empty() == o.file.empty()) return usage_error("give exactly one of --text and --file");
+    std::string text = o.text;
+    if (!o.file.empty()) {
+        auto read = read_text_file(o.file);
+        if (!read) return fail(read.error().message);
+        text = std::move(read).value();
+    }
+    auto loaded = load_model(o.model);
+    if (!loaded) return fail(loaded.error().message);
+    const Tokenizer* tok = loaded->tokenizer.get();
+    if (!tok) return fail(o.model + " has no tokenizer");
+    const bool bos = !o.no_bos && tok->wants_bos();
+    if (!o.lines) {
+        print_ids(tok->encode(text, bos));
+        return 0;
+    }
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);)
+        print_ids(tok->encode(line, bos));
+    return 0;
+}
+}  // namespace
+
+Command register_tokenize(CLI::App& cli) {
+    auto o = std::make_shared<TokenizeOptions>();
+    o->model = default_model_path();
+    CLI::App* sub = cli.add_subcommand("tokenize", "Print the token ids of a text");
+    sub->add_option("--model", o->model, "Model file (GGUF with a tokenizer)")->capture_default_str();
+    sub->add_option("--text", o->text, "The text");
+    sub->add_option("--file", o->file, "A text file");
+    sub->add_flag("--lines", o->lines, "One line of ids per line of text");
+    sub->add_flag("--no-bos", o->no_bos, "Do not prepend the BOS token");
+    return {sub, [o] { return run_tokenize(*o); }};
+}
+
+}  // namespace kvscope::app
