@@ -1,8 +1,10 @@
 // `kvscope inspect FILE.kvs [--step N] [--json]`: the state of a recorded run at a step.
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "app/commands.h"
+#include "sessions/attention_summary.h"
 #include "sessions/session_reader.h"
 #include "sessions/state_json.h"
 
@@ -14,9 +16,34 @@ struct InspectOptions {
     int64_t step = -1;
     bool step_given = false;
     bool json = false;
+    int32_t attention_recent = 0;  // > 0: summarize the captured heads instead
 };
 
+int run_attention_summary(const InspectOptions& o) {
+    auto reader = SessionReader::open(o.path, /*step_summaries=*/false);
+    if (!reader) return fail(reader.error().message);
+    auto heads = summarize_attention(**reader, o.attention_recent);
+    if (!heads) return fail(heads.error().message);
+    if (heads->empty()) return fail(o.path + ": no attention was captured (record with --capture-attention)");
+    if (o.json) {
+        nlohmann::json j = nlohmann::json::array();
+        for (const HeadSummary& h : *heads)
+            j.push_back({{"layer", h.layer}, {"head", h.head}, {"rows", h.rows},
+                         {"mean_on_first", h.mean_on_first}, {"mean_on_recent", h.mean_on_recent}});
+        std::printf("%s\n", nlohmann::json{{"recent", o.attention_recent}, {"heads", j}}.dump(2).c_str());
+        return 0;
+    }
+    std::string recent = "p(last " + std::to_string(o.attention_recent) + ")";
+    std::printf("%-6s %-5s %8s %12s %14s\n", "layer", "head", "rows", "p(first)", recent.c_str());
+    for (const HeadSummary& h : *heads)
+        std::printf("%-6d %-5d %8lld %12.4f %14.4f%s\n", h.layer, h.head, static_cast<long long>(h.rows),
+                    h.mean_on_first, h.mean_on_recent,
+                    h.mean_on_first > 0.3 ? "  sink" : h.mean_on_recent > 0.5 ? "  local" : "");
+    return 0;
+}
+
 int run_inspect(const InspectOptions& o) {
+    if (o.attention_recent > 0) return run_attention_summary(o);
     auto reader = SessionReader::open(o.path, /*step_summaries=*/false);
     if (!reader) return fail(reader.error().message);
     SessionReader& r = **reader;
@@ -63,6 +90,10 @@ Command register_inspect(CLI::App& cli) {
         o->step_given = true;
     });
     sub->add_flag("--json", o->json, "Print one JSON document");
+    sub->add_option("--attention-summary", o->attention_recent,
+                    "Per captured head: mean attention on token 0 and on the last W tokens")
+        ->check(CLI::Range(1, 1 << 20))
+        ->excludes("--step");
     return {sub, [o] { return run_inspect(*o); }};
 }
 

@@ -337,4 +337,17 @@ Result<std::vector<std::pair<int32_t, int32_t>>> SessionReader::captured_heads()
     return out;
 }
 
+std::vector<int32_t> SessionReader::captured_requests(int32_t layer, int32_t head) {
+    std::vector<int32_t> out;
+    auto q = impl_->db.prepare(
+        "SELECT DISTINCT request FROM attention WHERE layer = ? AND head = ? ORDER BY request");
+    if (!q) return out;
+    q->bind_int(1, layer);
+    q->bind_int(2, head);
+    Status err;
+    while (q->next(err))
+        out.push_back(static_cast<int32_t>(q->column_int(0)));
+    return out;
+}
+
 }  // namespace kvscope

@@ -53,6 +53,8 @@ class SessionReader {
                                                 int64_t up_to_step);
     // (layer, head) pairs that have captured rows, in order.
     Result<std::vector<std::pair<int32_t, int32_t>>> captured_heads();
+    // Requests with captured rows for (layer, head), in order (empty on a read error).
+    std::vector<int32_t> captured_requests(int32_t layer, int32_t head);
     // Keyframes as (step, seq) pairs.
     const std::vector<std::pair<int64_t, uint64_t>>& keyframes() const { return keyframes_; }
     Result<std::vector<uint8_t>> keyframe_blob(int64_t step);

@@ -351,7 +351,13 @@ std::optional<TimelineState> TimelineState::deserialize(const std::vector<uint8_
 namespace {
 // Keyframes of files recorded before the binary form (CBOR through nlohmann::json).
 std::optional<TimelineState> deserialize_cbor(const std::vector<uint8_t>& bytes, std::string& error) {
-    json j = json::from_cbor(bytes, true, false);
+    json j;
+    try {
+        // nlohmann throws for some malformed input (absurd container sizes) even when told not to.
+        j = json::from_cbor(bytes, true, false);
+    } catch (const std::exception&) {
+        j = json(json::value_t::discarded);
+    }
     if (j.is_discarded() || !j.is_object()) {
         error = "keyframe is not valid CBOR";
         return std::nullopt;

@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <filesystem>
 #include <random>
 
 #include "sessions/timeline_state.h"
+#include "test_support.h"
 
 namespace kvscope {
 namespace {
@@ -113,6 +115,22 @@ TEST(Keyframe, OlderCborKeyframesStillLoad) {
     EXPECT_EQ(s->blocks[0].refcount, 1);
     EXPECT_EQ(s->requests.at(0).token_text[2], " the");
     EXPECT_EQ(s->metrics.at("blocks_used"), 1.0);
+}
+
+// Inputs that once crashed fuzz_events, kept in fuzz/regressions/events/.
+TEST(Keyframe, FuzzRegressionsAreRefused) {
+    auto dir = test::source_file("fuzz/regressions/events");
+    ASSERT_TRUE(dir) << "fuzz/regressions/events is missing";
+    int n = 0;
+    for (const auto& f : std::filesystem::directory_iterator(*dir)) {
+        std::string bytes = test::read_file(f.path().string());
+        std::string error;
+        EXPECT_FALSE(TimelineState::deserialize({bytes.begin(), bytes.end()}, error))
+            << f.path();
+        EXPECT_FALSE(error.empty());
+        ++n;
+    }
+    EXPECT_GT(n, 0);
 }
 
 }  // namespace

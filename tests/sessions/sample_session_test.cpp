@@ -65,5 +65,33 @@ TEST(SampleSession, MatchesAFreshRecording) {
     }
 }
 
+TEST(SampleSession, AttentionSummaryFindsTheLocalHeads) {
+    auto sample = test::source_file("assets/sessions/sample-chat.kvs");
+    ASSERT_TRUE(sample);
+    auto r = kvscope({"inspect", *sample, "--attention-summary", "16", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j["heads"].size(), 8u);
+    for (const auto& h : j["heads"]) {
+        EXPECT_EQ(h["layer"], 4);
+        EXPECT_GT(h["rows"].get<int>(), 100);
+        double first = h["mean_on_first"], recent = h["mean_on_recent"];
+        EXPECT_TRUE(first >= 0 && first <= 1 && recent >= 0 && recent <= 1.01) << h.dump();
+    }
+    // Layer 4 head 5 of the bundled model looks at the last 16 tokens almost only.
+    EXPECT_GT(j["heads"][5]["mean_on_recent"].get<double>(), 0.8);
+    auto text = kvscope({"inspect", *sample, "--attention-summary", "16"});
+    EXPECT_NE(text.out.find("local"), std::string::npos) << text.out;
+    EXPECT_EQ(kvscope({"inspect", *sample, "--attention-summary", "0"}).exit_code, 2);
+    EXPECT_EQ(kvscope({"inspect", *sample, "--attention-summary", "16", "--step", "3"}).exit_code,
+              2);
+    std::string dir = test::temp_dir();
+    auto g = kvscope({"generate", "--max-tokens", "4", "--record", dir + "/none.kvs"});
+    ASSERT_EQ(g.exit_code, 0) << g.err;
+    auto none = kvscope({"inspect", dir + "/none.kvs", "--attention-summary", "16"});
+    EXPECT_EQ(none.exit_code, 1);
+    EXPECT_NE(none.err.find("no attention was captured"), std::string::npos) << none.err;
+}
+
 }  // namespace
 }  // namespace kvscope
