@@ -32,6 +32,9 @@ quit
 SCRIPT
 win replay "$sample" --script "$work/shots.txt"
 
+# The controls of a live run (bare `kvscope`: the bundled model on its demo workload), 40 steps in.
+win --step 40 --panel Controls --crop --screenshot "$shots/controls.png"
+
 # Paged vs contiguous on the same workload and pool.
 "$kvscope" workload --kind chat --requests 6 --seed 5 --out "$work/chat.jsonl" 2>/dev/null
 for a in paged contiguous; do
