@@ -24,21 +24,28 @@ int run_attention_summary(const InspectOptions& o) {
     if (!reader) return fail(reader.error().message);
     auto heads = summarize_attention(**reader, o.attention_recent);
     if (!heads) return fail(heads.error().message);
-    if (heads->empty()) return fail(o.path + ": no attention was captured (record with --capture-attention)");
+    if (heads->empty())
+        return fail(o.path + ": no attention was captured (record with --capture-attention)");
     if (o.json) {
         nlohmann::json j = nlohmann::json::array();
         for (const HeadSummary& h : *heads)
-            j.push_back({{"layer", h.layer}, {"head", h.head}, {"rows", h.rows},
-                         {"mean_on_first", h.mean_on_first}, {"mean_on_recent", h.mean_on_recent}});
-        std::printf("%s\n", nlohmann::json{{"recent", o.attention_recent}, {"heads", j}}.dump(2).c_str());
+            j.push_back({{"layer", h.layer},
+                         {"head", h.head},
+                         {"rows", h.rows},
+                         {"mean_on_first", h.mean_on_first},
+                         {"mean_on_recent", h.mean_on_recent}});
+        std::printf("%s\n",
+                    nlohmann::json{{"recent", o.attention_recent}, {"heads", j}}.dump(2).c_str());
         return 0;
     }
     std::string recent = "p(last " + std::to_string(o.attention_recent) + ")";
     std::printf("%-6s %-5s %8s %12s %14s\n", "layer", "head", "rows", "p(first)", recent.c_str());
     for (const HeadSummary& h : *heads)
-        std::printf("%-6d %-5d %8lld %12.4f %14.4f%s\n", h.layer, h.head, static_cast<long long>(h.rows),
-                    h.mean_on_first, h.mean_on_recent,
-                    h.mean_on_first > 0.3 ? "  sink" : h.mean_on_recent > 0.5 ? "  local" : "");
+        std::printf("%-6d %-5d %8lld %12.4f %14.4f%s\n", h.layer, h.head,
+                    static_cast<long long>(h.rows), h.mean_on_first, h.mean_on_recent,
+                    h.mean_on_first > 0.3    ? "  sink"
+                    : h.mean_on_recent > 0.5 ? "  local"
+                                             : "");
     return 0;
 }
 

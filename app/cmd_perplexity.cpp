@@ -55,10 +55,14 @@ Command register_perplexity(CLI::App& cli) {
     o->model = default_model_path();
     CLI::App* sub = cli.add_subcommand(
         "perplexity", "Perplexity of a text file, computed as llama.cpp's llama-perplexity does");
-    sub->add_option("--model", o->model, "Model file (GGUF with a tokenizer)")->capture_default_str();
+    sub->add_option("--model", o->model, "Model file (GGUF with a tokenizer)")
+        ->capture_default_str();
     sub->add_option("--file", o->file, "Text file")->required();
-    sub->add_option("--ctx", o->ctx, "Tokens per chunk")->check(CLI::Range(2, 1 << 20))->capture_default_str();
-    sub->add_option("--threads", o->threads, "Worker threads (0 = all cores)")->check(CLI::Range(0, 1024));
+    sub->add_option("--ctx", o->ctx, "Tokens per chunk")
+        ->check(CLI::Range(2, 1 << 20))
+        ->capture_default_str();
+    sub->add_option("--threads", o->threads, "Worker threads (0 = all cores)")
+        ->check(CLI::Range(0, 1024));
     return {sub, [o] { return run_perplexity(*o); }};
 }
 

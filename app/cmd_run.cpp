@@ -82,10 +82,11 @@ int run_serving(const RunOptions& o) {
     std::printf("fragmentation       mean %.2f%%, peak %.2f%% of the pool\n",
                 100 * s.mean_fragmentation, 100 * s.peak_fragmentation);
     // Recompute after preemption prefills again, so the computed count can pass the prompts'.
-    std::printf("prefix hit rate     %.2f%% (prompts %lld tokens; prefill computed %lld, "
-                "recompute included)\n",
-                100 * s.prefix_hit_rate, static_cast<long long>(s.prompt_tokens),
-                static_cast<long long>(s.prefill_tokens_computed));
+    std::printf(
+        "prefix hit rate     %.2f%% (prompts %lld tokens; prefill computed %lld, "
+        "recompute included)\n",
+        100 * s.prefix_hit_rate, static_cast<long long>(s.prompt_tokens),
+        static_cast<long long>(s.prefill_tokens_computed));
     std::printf("preemptions         %d (%d by swap)\n", s.preemptions, s.swaps_out);
     std::printf("copy-on-write       %lld blocks\n", static_cast<long long>(s.cow_copies));
     double overhead = s.seconds > 0 ? s.schedule_seconds / s.seconds : 0.0;

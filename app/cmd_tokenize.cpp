@@ -31,7 +31,8 @@ void print_ids(const std::vector<int32_t>& ids) {
 }
 
 int run_tokenize(const TokenizeOptions& o) {
-    if (o.text.empty() == o.file.empty()) return usage_error("give exactly one of --text and --file");
+    if (o.text.empty() == o.file.empty())
+        return usage_error("give exactly one of --text and --file");
     std::string text = o.text;
     if (!o.file.empty()) {
         auto read = read_text_file(o.file);
@@ -58,7 +59,8 @@ Command register_tokenize(CLI::App& cli) {
     auto o = std::make_shared<TokenizeOptions>();
     o->model = default_model_path();
     CLI::App* sub = cli.add_subcommand("tokenize", "Print the token ids of a text");
-    sub->add_option("--model", o->model, "Model file (GGUF with a tokenizer)")->capture_default_str();
+    sub->add_option("--model", o->model, "Model file (GGUF with a tokenizer)")
+        ->capture_default_str();
     sub->add_option("--text", o->text, "The text");
     sub->add_option("--file", o->file, "A text file");
     sub->add_flag("--lines", o->lines, "One line of ids per line of text");

@@ -12,7 +12,8 @@ Result<std::string> read_text_file(const std::string& path) {
     auto size = std::filesystem::file_size(path, ec);
     if (ec) return Error{path + ": cannot read its size: " + ec.message()};
     if (size > kMaxTextFileBytes)
-        return Error{path + ": " + std::to_string(size >> 20) + " MiB is more text than kvscope reads (1 GiB)"};
+        return Error{path + ": " + std::to_string(size >> 20) +
+                     " MiB is more text than kvscope reads (1 GiB)"};
     std::ifstream f(path, std::ios::binary);
     if (!f) return Error{path + ": cannot open"};
     std::ostringstream s;

@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
     auto shared = std::make_shared<LoadedModel>(std::move(model).value());
     EngineOptions eo;
     eo.threads = threads;
-    std::string file = (std::filesystem::temp_directory_path() / "kvscope-bench-overhead.kvs").string();
+    std::string file =
+        (std::filesystem::temp_directory_path() / "kvscope-bench-overhead.kvs").string();
     auto layer0 = parse_attention_spec("0:*", shared->config);
     if (!layer0) return 1;
 
@@ -74,8 +75,8 @@ int main(int argc, char** argv) {
         return v[v.size() / 2];
     };
     double base = median(modes[0].tps);
-    std::printf("decode of %d tokens, %d rounds, %d threads, model %s\n", tokens, rounds,
-                threads, path.c_str());
+    std::printf("decode of %d tokens, %d rounds, %d threads, model %s\n", tokens, rounds, threads,
+                path.c_str());
     std::printf("%-36s %12s %10s\n", "mode", "tokens/s", "slowdown");
     for (const Mode& m : modes) {
         double v = median(m.tps);

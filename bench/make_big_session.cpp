@@ -47,7 +47,8 @@ struct Writer {
     }
 };
 
-const char* const kWords[] = {" the", " LORD", " and", " said", " unto", " of", " God", ",", " in", " him"};
+const char* const kWords[] = {" the", " LORD", " and", " said", " unto",
+                              " of",  " God",  ",",    " in",   " him"};
 
 std::unique_ptr<Recorder> open(const std::string& path, int32_t blocks, int32_t block_size) {
     RunInfo info;
@@ -78,7 +79,8 @@ void write_blocks(const std::string& path) {
     std::vector<std::vector<int32_t>> prefixes(8);
     for (int32_t r = 0; r < kRequests; ++r) {
         w.emit(EventKind::kStepBegin, -1, -1, 1, kPerRequest * kBs, 0);
-        w.emit(EventKind::kRequestArrive, r, -1, kPerRequest * kBs, 0, 1, std::string("r").append(std::to_string(r + 1)));
+        w.emit(EventKind::kRequestArrive, r, -1, kPerRequest * kBs, 0, 1,
+               std::string("r").append(std::to_string(r + 1)));
         w.emit(EventKind::kRequestAdmit, r, -1, 0, 0);
         auto& prefix = prefixes[static_cast<size_t>(r % 8)];
         for (int32_t l = 0; l < kPerRequest; ++l) {
@@ -121,13 +123,15 @@ void write_heatmap(const std::string& path) {
     for (int32_t l = 0; l < kTokens / kBs; ++l)
         w.emit(EventKind::kBlockAlloc, 0, l, l);
     for (int32_t p = 0; p < kTokens; ++p)
-        w.emit(EventKind::kToken, 0, -1, p, static_cast<int32_t>(rng() % 2048), 1, kWords[rng() % 10]);
+        w.emit(EventKind::kToken, 0, -1, p, static_cast<int32_t>(rng() % 2048), 1,
+               kWords[rng() % 10]);
     std::vector<float> probs;
     for (int32_t q = 0; q < kTokens; q += kEvery) {
         probs.assign(static_cast<size_t>(q) + 1, 0.0f);
-        probs[0] = 0.35f;  // sink
+        probs[0] = 0.35f;                                   // sink
         for (int32_t k = std::max(0, q - 31); k <= q; ++k)  // local window
-            probs[static_cast<size_t>(k)] += 0.5f / 32.0f * (1.0f + static_cast<float>(k - q + 31) / 31.0f);
+            probs[static_cast<size_t>(k)] +=
+                0.5f / 32.0f * (1.0f + static_cast<float>(k - q + 31) / 31.0f);
         for (int i = 0; i < 4; ++i)  // a few far looks
             probs[rng() % (static_cast<size_t>(q) + 1)] += 0.03f;
         Event e;

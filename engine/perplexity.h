@@ -15,8 +15,8 @@ namespace kvscope {
 struct PerplexityResult {
     int32_t chunks = 0;
     int64_t scored_tokens = 0;
-    double mean_nll = 0;    // nats per token
-    double perplexity = 0;  // exp(mean_nll)
+    double mean_nll = 0;                   // nats per token
+    double perplexity = 0;                 // exp(mean_nll)
     std::vector<double> chunk_perplexity;  // running estimate after each chunk, as llama prints
 };
 

@@ -50,8 +50,7 @@ void ThreadPool::worker_loop(int index) {
     for (;;) {
         const std::function<void(int64_t, int64_t)>* job;
         int64_t n;
-        spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; },
-                   kSpinPolls);
+        spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; }, kSpinPolls);
         {
             std::unique_lock lock(mutex_);
             wake_.wait(lock, [&] { return stop_ || generation_.load() != seen; });

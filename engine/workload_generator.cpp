@@ -78,7 +78,8 @@ std::vector<GeneratedRequest> generate_workload(WorkloadKind kind, int32_t count
     // Turn lengths in absolute tokens, as long as real chat allows within the context (ShareGPT,
     // vLLM's benchmark set, averages 161 prompt and 338 output tokens). Half a block per request
     // is lost to the last block's slack, so short turns would overstate paged waste.
-    std::lognormal_distribution<double> user_len(std::log(64.0), 0.6), out_len(std::log(128.0), 0.6);
+    std::lognormal_distribution<double> user_len(std::log(64.0), 0.6),
+        out_len(std::log(128.0), 0.6);
     std::exponential_distribution<double> gap(kind == WorkloadKind::kBurst ? 4.0 : 0.7);
 
     // Shared prefixes: three system prompts (chat) or one long few-shot prefix.

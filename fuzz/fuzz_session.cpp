@@ -11,7 +11,8 @@
 #include "sessions/session_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    static const std::string path = "/tmp/kvscope-fuzz-session-" + std::to_string(getpid()) + ".kvs";
+    static const std::string path =
+        "/tmp/kvscope-fuzz-session-" + std::to_string(getpid()) + ".kvs";
     FILE* f = std::fopen(path.c_str(), "wb");
     if (!f) return 0;
     std::fwrite(data, 1, size, f);

@@ -31,7 +31,7 @@ Status migrate(SqliteDb&, int32_t from) {
 }  // namespace
 
 Result<std::unique_ptr<SessionReader>> SessionReader::open(const std::string& path,
-                                                          bool step_summaries) {
+                                                           bool step_summaries) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(path, ec)) return Error{path + ": no such session file"};
     {

@@ -176,7 +176,8 @@ struct StringTable {
     }
 };
 
-std::optional<TimelineState> deserialize_cbor(const std::vector<uint8_t>& bytes, std::string& error);
+std::optional<TimelineState> deserialize_cbor(const std::vector<uint8_t>& bytes,
+                                              std::string& error);
 }  // namespace
 
 std::vector<uint8_t> TimelineState::serialize() const {
@@ -196,7 +197,8 @@ std::vector<uint8_t> TimelineState::serialize() const {
         prev = static_cast<int64_t>(i);
         put_signed(body, b.refcount);
         put(body, b.owners.size());
-        for (int32_t o : b.owners) put_signed(body, o);
+        for (int32_t o : b.owners)
+            put_signed(body, o);
         body.push_back(b.hash ? 1 : 0);
         if (b.hash) put_bytes(body, &*b.hash, 8);
         put_signed(body, b.alloc_step);
@@ -210,9 +212,11 @@ std::vector<uint8_t> TimelineState::serialize() const {
         put_signed(body, r.prompt_len);
         put_signed(body, r.max_tokens);
         put(body, r.block_table.size());
-        for (int32_t b : r.block_table) put_signed(body, b);
+        for (int32_t b : r.block_table)
+            put_signed(body, b);
         put(body, r.token_ids.size());
-        for (int32_t t : r.token_ids) put_signed(body, t);
+        for (int32_t t : r.token_ids)
+            put_signed(body, t);
         for (size_t t = 0; t < r.token_ids.size(); ++t)
             put(body, strings.id(t < r.token_text.size() ? r.token_text[t] : std::string()));
         put_signed(body, r.preemptions);
@@ -293,7 +297,8 @@ std::optional<TimelineState> TimelineState::deserialize(const std::vector<uint8_
         in.get_i32(b.refcount);
         in.get_count(n_owners);
         b.owners.resize(n_owners);
-        for (int32_t& o : b.owners) in.get_i32(o);
+        for (int32_t& o : b.owners)
+            in.get_i32(o);
         uint8_t has_hash = 0;
         in.bytes(&has_hash, 1);
         if (has_hash > 1) return fail("bad hash flag");
@@ -321,12 +326,15 @@ std::optional<TimelineState> TimelineState::deserialize(const std::vector<uint8_
         size_t n = 0;
         in.get_count(n);
         q.block_table.resize(n);
-        for (int32_t& b : q.block_table) in.get_i32(b);
+        for (int32_t& b : q.block_table)
+            in.get_i32(b);
         in.get_count(n);
         q.token_ids.resize(n);
         q.token_text.resize(n);
-        for (int32_t& t : q.token_ids) in.get_i32(t);
-        for (std::string& t : q.token_text) text(t);
+        for (int32_t& t : q.token_ids)
+            in.get_i32(t);
+        for (std::string& t : q.token_text)
+            text(t);
         in.get_i32(q.preemptions);
         in.get_signed(q.arrival_step);
         in.get_signed(q.finish_step);
@@ -350,7 +358,8 @@ std::optional<TimelineState> TimelineState::deserialize(const std::vector<uint8_
 
 namespace {
 // Keyframes of files recorded before the binary form (CBOR through nlohmann::json).
-std::optional<TimelineState> deserialize_cbor(const std::vector<uint8_t>& bytes, std::string& error) {
+std::optional<TimelineState> deserialize_cbor(const std::vector<uint8_t>& bytes,
+                                              std::string& error) {
     json j;
     try {
         // nlohmann throws for some malformed input (absurd container sizes) even when told not to.

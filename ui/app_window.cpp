@@ -154,7 +154,9 @@ bool write_frame_stats(const std::string& path, const std::vector<FrameSample>& 
             v.push_back(static_cast<double>(field(f)));
         std::sort(v.begin(), v.end());
         auto at = [&](double q) {
-            return v.empty() ? 0.0 : v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
+            return v.empty() ? 0.0
+                             : v[std::min(v.size() - 1,
+                                          static_cast<size_t>(q * static_cast<double>(v.size())))];
         };
         char buf[160];
         std::snprintf(buf, sizeof buf, "{\"median\": %.3f, \"p95\": %.3f, \"max\": %.3f}", at(0.5),
@@ -263,7 +265,8 @@ bool run_script_command(UiContext& ctx, Script& s, int w, int h, std::string& er
         in >> path;
         std::getline(in >> std::ws, panel);
         // The frame being built is drawn after this command; keep hovers for it and shoot next.
-        s.lines.insert(s.lines.begin() + static_cast<long>(s.next), "__shoot " + path + "\t" + panel);
+        s.lines.insert(s.lines.begin() + static_cast<long>(s.next),
+                       "__shoot " + path + "\t" + panel);
         return true;
     } else if (cmd == "__shoot") {
         return true;  // handled after rendering
@@ -440,7 +443,8 @@ int run_window(const WindowOptions& o) {
             glFinish();  // so the GL work is inside the measured frame
             FrameSample f = draw_data_counts(ImGui::GetDrawData());
             f.build_ms = std::chrono::duration<double, std::milli>(t_render - t_build).count();
-            f.render_ms = std::chrono::duration<double, std::milli>(clock::now() - t_render).count();
+            f.render_ms =
+                std::chrono::duration<double, std::milli>(clock::now() - t_render).count();
             frame_stats.push_back(f);
         }
         ++frame;
@@ -452,7 +456,8 @@ int run_window(const WindowOptions& o) {
             int crop[4];
             bool cropped = !panel.empty() && panel_rect(panel, w, h, crop);
             if (!panel.empty() && !cropped) {
-                std::fprintf(stderr, "kvscope: error: script: no panel named '%s'\n", panel.c_str());
+                std::fprintf(stderr, "kvscope: error: script: no panel named '%s'\n",
+                             panel.c_str());
                 status = 2;
                 break;
             }

@@ -24,8 +24,8 @@ struct WindowOptions {
     long long step = -1;
     std::string panel;
     bool crop_to_panel = false;  // the PNG holds only `panel`'s window (for documentation)
-    std::string script_path;  // commands driven one per frame (see app_window.cpp)
-    float font_scale = 0;     // 0: the saved setting
+    std::string script_path;     // commands driven one per frame (see app_window.cpp)
+    float font_scale = 0;        // 0: the saved setting
     // At exit, a JSON summary of every frame: CPU time to build it (panels + ImGui), time to
     // render it (GL, to glFinish), draw calls, vertices; how a frame's cost is measured without
     // a profiler, and what the README's responsiveness numbers come from.

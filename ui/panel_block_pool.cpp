@@ -56,7 +56,8 @@ void draw_block_pool_panel(UiContext& ctx) {
             dl->AddRectFilled(p, ImVec2(p.x + h, p.y + h), color);
             if (mark == 1)
                 dl->AddCircleFilled(ImVec2(p.x + h * 0.5f, p.y + h * 0.5f), h * 0.18f, 0xffffffff);
-            if (mark == 2) dl->AddLine(ImVec2(p.x + 1, p.y + h - 2), ImVec2(p.x + h - 1, p.y + 1), 0xff9a9a9a);
+            if (mark == 2)
+                dl->AddLine(ImVec2(p.x + 1, p.y + h - 2), ImVec2(p.x + h - 1, p.y + 1), 0xff9a9a9a);
             ImGui::Dummy(ImVec2(h, h));
             ImGui::SameLine();
             ImGui::TextDisabled("%s", label);

@@ -63,10 +63,11 @@ void draw_heatmap_panel(UiContext& ctx) {
     const auto& rows = ctx.attention_rows(v.heat_request, v.heat_layer, v.heat_head);
     if (rows.empty()) {
         if (!captured.empty() && !is_captured(v.heat_layer, v.heat_head))
-            ImGui::TextDisabled("Layer %d head %d was not captured; this run captured %zu heads "
-                                "(layer %d head %d first).",
-                                v.heat_layer, v.heat_head, captured.size(), captured.front().first,
-                                captured.front().second);
+            ImGui::TextDisabled(
+                "Layer %d head %d was not captured; this run captured %zu heads "
+                "(layer %d head %d first).",
+                v.heat_layer, v.heat_head, captured.size(), captured.front().first,
+                captured.front().second);
         else
             ImGui::TextDisabled(
                 "No attention rows for this request, layer and head up to this step.");
@@ -87,9 +88,9 @@ void draw_heatmap_panel(UiContext& ctx) {
     // Keys evicted from this request (by any policy, for this layer / head or all of them).
     std::vector<uint8_t> evicted(static_cast<size_t>(n), 0);
     for (const Event& e : ctx.eviction_log())
-        if (e.kind == EventKind::kTokenEvict && e.request == v.heat_request &&
-            e.step <= v.cursor && (e.a < 0 || e.a == v.heat_layer) &&
-            (e.b < 0 || e.b == v.heat_head) && e.c >= 0 && e.c < n)
+        if (e.kind == EventKind::kTokenEvict && e.request == v.heat_request && e.step <= v.cursor &&
+            (e.a < 0 || e.a == v.heat_layer) && (e.b < 0 || e.b == v.heat_head) && e.c >= 0 &&
+            e.c < n)
             evicted[static_cast<size_t>(e.c)] = 1;
 
     ImVec2 avail = ImGui::GetContentRegionAvail();
@@ -121,10 +122,10 @@ void draw_heatmap_panel(UiContext& ctx) {
             float x0 = v.heat_pan_x + static_cast<float>(px) * per;
             k_lo[static_cast<size_t>(px)] =
                 per > 1.0f ? static_cast<int>(std::ceil(x0)) : static_cast<int>(x0 + 0.5f * per);
-            k_hi[static_cast<size_t>(px)] =
-                per > 1.0f ? std::max(k_lo[static_cast<size_t>(px)] + 1,
-                                      static_cast<int>(std::ceil(x0 + per)))
-                           : k_lo[static_cast<size_t>(px)] + 1;
+            k_hi[static_cast<size_t>(px)] = per > 1.0f
+                                                ? std::max(k_lo[static_cast<size_t>(px)] + 1,
+                                                           static_cast<int>(std::ceil(x0 + per)))
+                                                : k_lo[static_cast<size_t>(px)] + 1;
         }
         std::vector<const AttentionRow*> pixel_rows;
         for (int py = 0; py < res; ++py) {
@@ -133,8 +134,8 @@ void draw_heatmap_panel(UiContext& ctx) {
             if (per > 1.0f) {
                 auto lo = std::lower_bound(captured_q.begin(), captured_q.end(),
                                            static_cast<int>(std::ceil(y0)));
-                auto hi = std::lower_bound(lo, captured_q.end(),
-                                           static_cast<int>(std::ceil(y0 + per)));
+                auto hi =
+                    std::lower_bound(lo, captured_q.end(), static_cast<int>(std::ceil(y0 + per)));
                 long count = hi - lo;
                 for (long a = 0; a < std::min<long>(3, count); ++a)
                     pixel_rows.push_back(

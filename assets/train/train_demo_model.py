@@ -387,6 +387,7 @@ def main():
     ap.add_argument("--steps", type=int, default=600, help="length of the schedule")
     ap.add_argument("--batch", type=int, default=8, help="512-token windows per step")
     ap.add_argument("--lr", type=float, default=1.5e-3)
+    ap.add_argument("--weight-decay", type=float, default=0.1, help="AdamW weight decay on matrices")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--time-budget-min", type=float, default=34.0,
                     help="safety stop for the training loop on a loaded machine (0 = off); a stopped run is "
@@ -453,7 +454,7 @@ def main():
     print("model: %d parameters" % n_params, flush=True)
     decay = [p for p in model.parameters() if p.dim() == 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
     seq, batch, steps = cfg["context_length"], args.batch, args.steps
     warmup, min_ratio = 50, 0.1
@@ -578,8 +579,8 @@ def main():
             "seed": args.seed, "steps": run_steps, "schedule_steps": steps, "stopped_early_by_time_budget": stopped_early is not None, "batch_windows": batch, "window": seq,
             "tokens_per_step": batch * seq, "tokens_seen": run_steps * batch * seq,
             "epochs": round(run_steps * batch * seq / len(train_ids), 2),
-            "optimizer": "AdamW(betas 0.9/0.95, wd 0.1 on matrices), peak lr %g, %d warmup steps, cosine to %g x peak, "
-                         "grad clip 1.0" % (args.lr, warmup, min_ratio),
+            "optimizer": "AdamW(betas 0.9/0.95, wd %g on matrices), peak lr %g, %d warmup steps, cosine to %g x peak, "
+                         "grad clip 1.0" % (args.weight_decay, args.lr, warmup, min_ratio),
             "precision": "bfloat16 autocast matmuls, float32 weights/optimizer/softmax",
             "data_order": "numpy RandomState(seed) window offsets; every window is BOS + 511 tokens",
             "threads": args.threads, "torch": torch.__version__, "numpy": np.__version__,

@@ -27,8 +27,8 @@ void expect_clean_failure(const test::CommandResult& r, const std::string& expec
 }
 
 TEST(Cli, HelpOnEverySubcommandAndUnknownFlagsFail) {
-    for (const char* sub : {"generate", "run", "workload", "inspect", "check", "export", "tokenize",
-                            "perplexity"}) {
+    for (const char* sub :
+         {"generate", "run", "workload", "inspect", "check", "export", "tokenize", "perplexity"}) {
         auto r = kvscope({sub, "--help"});
         EXPECT_EQ(r.exit_code, 0) << sub;
         EXPECT_NE(r.out.find("--"), std::string::npos) << sub;

@@ -835,7 +835,8 @@ TEST(FuzzRegression, TokenTypeOutsideInt32IsAnError) {
     auto src = test::make_random_model(c, 11);
     std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
     for (int i = 3; i < 32; ++i)
-        tokens.push_back(std::string("t").append(std::to_string(i)));  // GCC 12 -Wrestrict on "t" + s
+        tokens.push_back(
+            std::string("t").append(std::to_string(i)));  // GCC 12 -Wrestrict on "t" + s
     std::vector<uint32_t> types(32, 1);
     types[5] = 4261412864u;
     GgufBuilder b = model_gguf(*src, GgmlType::F32);

@@ -2,8 +2,8 @@
 // select a block, hover the heatmap, and check what the screenshots show.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <stb_image.h>
 #include <sqlite3.h>
+#include <stb_image.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -147,8 +147,8 @@ TEST_F(Gui, LiveRunScriptedStepSelectAndHover) {
                                  dir_ + "/sel.png\nselect-block -1\nscreenshot " + dir_ +
                                  "/nosel.png\nstep 3\nwait 1\nscreenshot " + dir_ +
                                  "/later.png\nquit\n");
-    auto r = kvscope({"gui", "--model", *model_, "--num-blocks", "64", "--capture-attention",
-                      "0:*", "--script", script});
+    auto r = kvscope({"gui", "--model", *model_, "--num-blocks", "64", "--capture-attention", "0:*",
+                      "--script", script});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     Image sel = load_png(dir_ + "/sel.png"), nosel = load_png(dir_ + "/nosel.png"),
           later = load_png(dir_ + "/later.png");
@@ -197,7 +197,7 @@ TEST_F(Gui, SampleHeatmapHoverAndZoomChangeThePicture) {
     ASSERT_EQ(h0.w, 1600);
     // Layer 4 head 5 of the bundled model is a local head: the heatmap has many shades.
     EXPECT_GT(distinct_colors(h0, 0.72f, 0.08f, 0.98f, 0.55f), 20u);
-    EXPECT_GT(diff_in(h0, h1, 0.6f, 0.0f, 1.0f, 0.7f), 200u);  // the hover tooltip
+    EXPECT_GT(diff_in(h0, h1, 0.6f, 0.0f, 1.0f, 0.7f), 200u);    // the hover tooltip
     EXPECT_GT(diff_in(h0, h2, 0.7f, 0.05f, 1.0f, 0.6f), 5000u);  // zoomed in
 }
 

@@ -2,8 +2,8 @@
 // random corruption without crashing; keyframes of older files (CBOR) still load.
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "sessions/timeline_state.h"
@@ -41,18 +41,29 @@ TimelineState busy_state() {
         s.apply(e);
     };
     for (int32_t r = 0; r < 6; ++r) {
-        emit({.kind = EventKind::kRequestArrive, .request = r, .a = 5, .b = 9, .text = "req" + std::to_string(r)});
+        emit({.kind = EventKind::kRequestArrive,
+              .request = r,
+              .a = 5,
+              .b = 9,
+              .text = "req" + std::to_string(r)});
         emit({.kind = EventKind::kRequestAdmit, .request = r});
         for (int32_t l = 0; l < 3; ++l)
             emit({.kind = EventKind::kBlockAlloc, .request = r, .block = r * 8 + l, .a = l});
         for (int32_t p = 0; p < 11; ++p)
-            emit({.kind = EventKind::kToken, .request = r, .a = p, .b = static_cast<int32_t>(rng() % 2048),
-                  .c = p < 5, .text = p % 3 ? " the" : "\xe2\x80\x94 LORD"});
+            emit({.kind = EventKind::kToken,
+                  .request = r,
+                  .a = p,
+                  .b = static_cast<int32_t>(rng() % 2048),
+                  .c = p < 5,
+                  .text = p % 3 ? " the" : "\xe2\x80\x94 LORD"});
     }
     emit({.kind = EventKind::kBlockShare, .request = 3, .block = 0, .a = 0});
-    emit({.kind = EventKind::kBlockHashed, .block = 0, .wide = static_cast<int64_t>(0xfedcba9876543210ull)});
+    emit({.kind = EventKind::kBlockHashed,
+          .block = 0,
+          .wide = static_cast<int64_t>(0xfedcba9876543210ull)});
     emit({.kind = EventKind::kBlockFree, .request = 5, .block = 41, .a = 1});
-    emit({.kind = EventKind::kPreempt, .request = 4, .a = static_cast<int32_t>(PreemptMode::kSwap)});
+    emit(
+        {.kind = EventKind::kPreempt, .request = 4, .a = static_cast<int32_t>(PreemptMode::kSwap)});
     emit({.kind = EventKind::kRequestFinish, .request = 2});
     emit({.kind = EventKind::kMetric, .value = 0.125, .text = "fragmentation"});
     emit({.kind = EventKind::kMetric, .value = 17, .text = "blocks_used"});
@@ -103,11 +114,15 @@ TEST(Keyframe, CorruptionNeverCrashes) {
 
 TEST(Keyframe, OlderCborKeyframesStillLoad) {
     using json = nlohmann::json;
-    json j = {{"v", 1}, {"step", 12}, {"seq", 99}, {"nb", 2},
-              {"blocks", json::array({json::array({1, {0}, nullptr, 3, 0}), nullptr})},
-              {"requests", json::array({json::array({0, "r1", 1, 2, 8, {0}, {1, 5, 9},
-                                                     {"<s>", " In", " the"}, 0, 0, -1})})},
-              {"metrics", {{"blocks_used", 1.0}}}};
+    json j = {
+        {"v", 1},
+        {"step", 12},
+        {"seq", 99},
+        {"nb", 2},
+        {"blocks", json::array({json::array({1, {0}, nullptr, 3, 0}), nullptr})},
+        {"requests", json::array({json::array(
+                         {0, "r1", 1, 2, 8, {0}, {1, 5, 9}, {"<s>", " In", " the"}, 0, 0, -1})})},
+        {"metrics", {{"blocks_used", 1.0}}}};
     std::string error;
     auto s = TimelineState::deserialize(json::to_cbor(j), error);
     ASSERT_TRUE(s) << error;
@@ -125,8 +140,7 @@ TEST(Keyframe, FuzzRegressionsAreRefused) {
     for (const auto& f : std::filesystem::directory_iterator(*dir)) {
         std::string bytes = test::read_file(f.path().string());
         std::string error;
-        EXPECT_FALSE(TimelineState::deserialize({bytes.begin(), bytes.end()}, error))
-            << f.path();
+        EXPECT_FALSE(TimelineState::deserialize({bytes.begin(), bytes.end()}, error)) << f.path();
         EXPECT_FALSE(error.empty());
         ++n;
     }
