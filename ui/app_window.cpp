@@ -74,6 +74,7 @@ void save_settings(const ViewState& v) {
 //   hover-heatmap Q K
 //   heatmap R L H   pick request R, layer L, head H for the heatmap
 //   zoom F          heatmap zoom factor
+//   drop PATH       as if PATH were dropped on the window
 //   wait N          render N frames
 //   screenshot PATH [PANEL]  write the current frame (only PANEL's window, if named)
 //   quit
@@ -258,6 +259,10 @@ bool run_script_command(UiContext& ctx, Script& s, int w, int h, std::string& er
         ctx.view.heat_picked = true;
     } else if (cmd == "zoom") {
         in >> ctx.view.heat_zoom;
+    } else if (cmd == "drop") {
+        std::string path;
+        std::getline(in >> std::ws, path);
+        on_drop(nullptr, 1, std::vector<const char*>{path.c_str()}.data());  // as GLFW calls it
     } else if (cmd == "wait") {
         in >> s.wait;
     } else if (cmd == "screenshot") {

@@ -216,6 +216,36 @@ TEST_F(Gui, FrameStatsAreWritten) {
     EXPECT_NE(bad.err.find("cannot write"), std::string::npos) << bad.err;
 }
 
+TEST_F(Gui, DroppedFilesOpenOrSayWhyNot) {
+    std::string junk = test::write_file(dir_ + "/junk.kvs", std::string(70000, 'x'));
+    std::string script = dir_ + "/drop.txt";
+    test::write_file(script, "seek 200\nwait 1\nscreenshot " + dir_ + "/d0.png\ndrop " + junk +
+                                 "\nwait 1\nscreenshot " + dir_ + "/d1.png\ndrop " + *sample_ +
+                                 "\nwait 1\nscreenshot " + dir_ + "/d2.png\nquit\n");
+    auto r = kvscope({"replay", *sample_, "--script", script});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_FALSE(r.signaled);
+    Image d0 = load_png(dir_ + "/d0.png"), d1 = load_png(dir_ + "/d1.png"),
+          d2 = load_png(dir_ + "/d2.png");
+    ASSERT_EQ(d1.w, 1600);
+    auto red_status = [](const Image& im) {
+        size_t n = 0;
+        for (int y = im.h * 97 / 100; y < im.h; ++y)
+            for (int x = 0; x < im.w / 2; ++x) {
+                uint32_t p = im.at(x, y);
+                n += (p & 0xff) > 180 && ((p >> 8) & 0xff) < 120;
+            }
+        return n;
+    };
+    EXPECT_EQ(red_status(d0), 0u);
+    EXPECT_GT(red_status(d1), 100u);  // the junk file: an error line
+    // ... and the session shown before is still there, untouched.
+    EXPECT_EQ(diff_in(d0, d1, 0.17f, 0.03f, 1.0f, 0.55f), 0u);
+    // A good file replaces it (opened at its last step) and clears the error.
+    EXPECT_EQ(red_status(d2), 0u);
+    EXPECT_GT(diff_in(d1, d2, 0.17f, 0.0f, 1.0f, 0.6f), 500u);
+}
+
 TEST_F(Gui, BadSessionsAndModelsGiveAMessageNotACrash) {
     std::string junk = test::write_file(dir_ + "/junk.kvs", std::string(5000, 'j'));
     auto r = kvscope({"replay", junk, "--screenshot", dir_ + "/junk.png"});
