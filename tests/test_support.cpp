@@ -30,6 +30,10 @@ std::optional<std::string> stories260k() {
     return shared_file("models/stories260K/stories260K.bin");
 }
 
+std::string bundled_model() {
+    return (fs::path(KVSCOPE_SOURCE_DIR) / "assets/models/kvscope-demo.gguf").string();
+}
+
 std::optional<std::string> source_file(const std::string& relative) {
     fs::path p = fs::path(KVSCOPE_SOURCE_DIR) / relative;
     if (!fs::exists(p)) return std::nullopt;

@@ -11,6 +11,8 @@ namespace kvscope::test {
 std::optional<std::string> shared_file(const std::string& relative);
 // Path of the stories260K fixture; tests GTEST_SKIP() with a message when it is nullopt.
 std::optional<std::string> stories260k();
+// The bundled model (assets/models/kvscope-demo.gguf): part of the repository, always there.
+std::string bundled_model();
 // Path of a file in the source tree (e.g. "assets/models/kvscope-demo.gguf"), nullopt if absent.
 std::optional<std::string> source_file(const std::string& relative);
 // Path of the built kvscope executable.

@@ -84,8 +84,7 @@ TEST(Cli, BadInputGivesOneLineErrorAndStatus1Or2) {
 }
 
 TEST(Cli, RunServesAWorkloadAndWritesTheSummary) {
-    auto model = test::stories260k();
-    if (!model) GTEST_SKIP() << "fixture ../shared/models/stories260K/stories260K.bin not found";
+    std::optional<std::string> model = test::bundled_model();
     std::string dir = test::temp_dir();
     auto w = kvscope({"workload", "--model", *model, "--kind", "shared-prefix", "--requests", "12",
                       "--seed", "3", "--out", dir + "/w.jsonl"});
@@ -116,8 +115,7 @@ TEST(Cli, RunServesAWorkloadAndWritesTheSummary) {
 }
 
 TEST(Cli, MalformedWorkloadsAreReportedWithLineNumbers) {
-    auto model = test::stories260k();
-    if (!model) GTEST_SKIP() << "fixture ../shared/models/stories260K/stories260K.bin not found";
+    std::optional<std::string> model = test::bundled_model();
     std::string dir = test::temp_dir();
     test::write_file(dir + "/bad.jsonl",
                      "{\"prompt_ids\":[1,2]}\n{\"prompt_ids\":[1], \"colour\": 3}\n");

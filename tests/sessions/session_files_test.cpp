@@ -28,11 +28,11 @@ test::CommandResult kvscope(std::vector<std::string> args, int timeout = 120) {
     return test::run_command(args, timeout);
 }
 
-// A real recording of the fixture model serving a small workload.
+// A real recording of the bundled model serving a small workload.
 std::string record(const std::string& dir) {
-    auto model = test::stories260k();
+    std::optional<std::string> model = test::bundled_model();
     std::string w = dir + "/w.jsonl";
-    EXPECT_EQ(kvscope({"workload", "--model", *model, "--kind", "burst", "--requests", "30",
+    EXPECT_EQ(kvscope({"workload", "--model", *model, "--kind", "burst", "--requests", "12",
                        "--seed", "4", "--out", w})
                   .exit_code,
               0);
@@ -56,8 +56,6 @@ void sql(const std::string& path, const std::string& statement) {
 class SessionFiles : public ::testing::Test {
   protected:
     void SetUp() override {
-        if (!test::stories260k())
-            GTEST_SKIP() << "fixture ../shared/models/stories260K/stories260K.bin not found";
         dir_ = test::temp_dir();
     }
     std::string dir_;
@@ -135,7 +133,7 @@ TEST_F(SessionFiles, BadFilesAreRefusedWithAClearMessage) {
 }
 
 TEST_F(SessionFiles, KilledRecordingStaysReadable) {
-    auto model = test::stories260k();
+    std::optional<std::string> model = test::bundled_model();
     std::string w = dir_ + "/long.jsonl";
     {
         std::ofstream f(w);
