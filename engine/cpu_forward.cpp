@@ -1,5 +1,7 @@
 #include "engine/cpu_forward.h"
 
+#include <chrono>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -60,8 +62,14 @@ void CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
                         static_cast<int64_t>(batch.tokens[static_cast<size_t>(r)]) * c.dim,
                     sizeof(float) * static_cast<size_t>(c.dim));
 
+    using clock = std::chrono::steady_clock;
+    times_ = {};
+    auto since = [](clock::time_point t) {
+        return std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now() - t).count();
+    };
     for (int l = 0; l < c.n_layers; ++l) {
         const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
+        auto t_attention = clock::now();
         for (int r = 0; r < n; ++r)
             rmsnorm(&xb_[static_cast<size_t>(r) * c.dim], &x_[static_cast<size_t>(r) * c.dim],
                     w.attn_norm.data, c.dim, c.rms_eps);
@@ -96,7 +104,9 @@ void CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
         matmul(pool_, att_.data(), n, w.wo, xb_.data());
         for (size_t i = 0; i < N * c.dim; ++i)
             x_[i] += xb_[i];
+        times_.attention_ns += since(t_attention);
 
+        auto t_mlp = clock::now();
         for (int r = 0; r < n; ++r)
             rmsnorm(&xb_[static_cast<size_t>(r) * c.dim], &x_[static_cast<size_t>(r) * c.dim],
                     w.ffn_norm.data, c.dim, c.rms_eps);
@@ -106,6 +116,7 @@ void CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
         matmul(pool_, hb_.data(), n, w.w_down, xb_.data());
         for (size_t i = 0; i < N * c.dim; ++i)
             x_[i] += xb_[i];
+        times_.mlp_ns += since(t_mlp);
     }
 
     // Final norm and classifier, only for the rows whose logits are wanted.

@@ -65,6 +65,13 @@ class CpuForward {
     void run(const ForwardBatch& batch, std::vector<float>& logits);
     // Null (the default) captures nothing and costs nothing.
     void set_capture(AttentionCapture* capture) { capture_ = capture; }
+    // Where the last run() spent its time, summed over layers (host clock; a few reads per
+    // layer, so always on): the attention block (norm, QKV, RoPE, cache write, attention,
+    // output projection) and the MLP block.
+    struct PhaseTimes {
+        int64_t attention_ns = 0, mlp_ns = 0;
+    };
+    const PhaseTimes& last_phase_times() const { return times_; }
 
   private:
     void attention(const ForwardBatch& batch, int layer);
@@ -74,6 +81,7 @@ class CpuForward {
     KvCacheStorage& kv_;
     ThreadPool& pool_;
     AttentionCapture* capture_ = nullptr;
+    PhaseTimes times_;
     std::mutex capture_mutex_;
     std::vector<float> inv_freq_;
     // Activations, resized per batch.

@@ -403,6 +403,7 @@ bool Scheduler::step() {
     if (capture) report_attention(chunk_seq);
 
     auto t_sample = clock::now();
+    double sample_s = 0;  // the samplers alone, out of the loop's time
     size_t logit_row = 0;
     const int vocab = engine_.config().vocab_size;
     for (size_t i = 0; i < batch.chunks.size(); ++i) {
@@ -413,9 +414,12 @@ bool Scheduler::step() {
         if (!batch.chunks[i].want_logits) continue;
         float* l = logits_.data() + logit_row++ * static_cast<size_t>(vocab);
         if (s.generated() == 0) fork_children(s, l);
-        append_token(s, s.sampler.sample(l));
+        auto t0 = clock::now();
+        int32_t token = s.sampler.sample(l);
+        sample_s += seconds_since(t0);
+        append_token(s, token);
     }
-    schedule_s += seconds_since(t_sample);
+    schedule_s += seconds_since(t_sample) - sample_s;
     totals_.schedule_seconds += schedule_s;
     totals_.forward_seconds += forward_s;
     totals_.max_running = std::max(totals_.max_running, static_cast<int32_t>(running_.size()));
@@ -431,6 +435,10 @@ bool Scheduler::step() {
         };
         phase(Phase::kSchedule, schedule_s);
         phase(prefill_tokens > 0 ? Phase::kPrefill : Phase::kDecode, forward_s);
+        const auto& parts = engine_.forward().last_phase_times();  // inside the forward pass
+        phase(Phase::kAttention, static_cast<double>(parts.attention_ns) * 1e-9);
+        phase(Phase::kMlp, static_cast<double>(parts.mlp_ns) * 1e-9);
+        phase(Phase::kSample, sample_s);
         Event e;
         e.kind = EventKind::kStepEnd;
         e.a = static_cast<int32_t>(running_.size());

@@ -53,18 +53,28 @@ Status export_perfetto(SessionReader& reader, const std::string& out_path) {
                             {"running", s.running},
                             {"waiting", s.waiting},
                             {"swapped", s.swapped}}}});
-        // Phases run one after the other inside a step.
-        int64_t at = s.t_begin_ns;
-        for (int p = 0; p < 6; ++p) {
-            if (s.phase_ns[p] <= 0) continue;
+        // Scheduling, the forward pass (prefill or decode) and sampling run one after the other
+        // inside a step; attention and MLP are parts of the forward pass (summed over layers),
+        // drawn nested in it.
+        auto slice = [&](Phase p, int64_t start) {
+            int64_t ns = s.phase_ns[static_cast<int>(p)];
+            if (ns <= 0) return start;
             events.push_back({{"ph", "X"},
-                              {"name", std::string(phase_name(static_cast<Phase>(p)))},
+                              {"name", std::string(phase_name(p))},
                               {"pid", pid},
                               {"tid", tid_phases},
-                              {"ts", us(at)},
-                              {"dur", static_cast<double>(s.phase_ns[p]) / 1000.0}});
-            at += s.phase_ns[p];
+                              {"ts", us(start)},
+                              {"dur", static_cast<double>(ns) / 1000.0}});
+            return start + ns;
+        };
+        int64_t at = slice(Phase::kSchedule, s.t_begin_ns);
+        for (Phase forward : {Phase::kPrefill, Phase::kDecode}) {
+            int64_t end = slice(forward, at);
+            if (end == at) continue;
+            slice(Phase::kMlp, slice(Phase::kAttention, at));
+            at = end;
         }
+        slice(Phase::kSample, at);
         double ts = us(s.t_begin_ns);
         auto counter = [&](const char* name, double v) {
             events.push_back(
