@@ -95,9 +95,10 @@ void draw_heatmap_panel(UiContext& ctx) {
 
     // Rows missing at the top are a question every first look asks: say why.
     if (!captured_q.empty() && captured_q.front() > 0)
-        ImGui::TextDisabled("Query rows 0-%d were not computed here (prefix cache hit) or not "
-                            "captured.",
-                            captured_q.front() - 1);
+        ImGui::TextDisabled(
+            "Query rows 0-%d were not computed here (prefix cache hit) or not "
+            "captured.",
+            captured_q.front() - 1);
     ImVec2 avail = ImGui::GetContentRegionAvail();
     float side = std::max(32.0f, std::min(avail.x, avail.y - 4));
     v.heat_zoom = std::clamp(v.heat_zoom, 1.0f, static_cast<float>(n));

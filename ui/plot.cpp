@@ -4,10 +4,28 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <string>
 
 namespace kvscope::ui {
 
 namespace {
+struct Columns {
+    const StepSummary* data = nullptr;
+    size_t size = 0;
+    int64_t lo = 0, hi = 0;
+    int columns = 0;
+    double fixed_max = 0;
+    double vmax = 0;
+    std::vector<float> mn, mx;
+};
+
+// One entry per (track, data series); the UI runs on one thread.
+Columns& cached_columns(const char* label, const std::vector<StepSummary>* series) {
+    static std::map<std::pair<std::string, const void*>, Columns> cache;
+    return cache[{label, series}];
+}
+
 // Index of the first summary with step >= s.
 size_t lower(const std::vector<StepSummary>& steps, int64_t s) {
     return static_cast<size_t>(
@@ -41,21 +59,31 @@ int64_t plot_track(const Track& t, const std::vector<StepSummary>& steps, int64_
                    width;
     };
     auto draw = [&](const std::vector<StepSummary>& data, uint32_t color) {
-        double vmax = t.fixed_max;
-        size_t a = lower(data, lo), b = lower(data, hi + 1);
-        if (vmax <= 0)
-            for (size_t i = a; i < b; ++i)
-                vmax = std::max(vmax, t.value(data[i]));
-        if (vmax <= 0) vmax = 1;
-        int columns = static_cast<int>(width);
-        std::vector<float> mn(static_cast<size_t>(columns), 1e30f),
-            mx(static_cast<size_t>(columns), -1e30f);
-        for (size_t i = a; i < b; ++i) {
-            int c = std::clamp(static_cast<int>(x_of(data[i].step) - p0.x), 0, columns - 1);
-            float v = static_cast<float>(t.value(data[i]) / vmax);
-            mn[static_cast<size_t>(c)] = std::min(mn[static_cast<size_t>(c)], v);
-            mx[static_cast<size_t>(c)] = std::max(mx[static_cast<size_t>(c)], v);
+        const int columns = static_cast<int>(width);
+        // The per-column min / max only change with the data or the view; scrubbing moves just
+        // the cursor, so a 100 000-step track is not walked again every frame.
+        Columns& col = cached_columns(t.label, &data);
+        if (col.data != data.data() || col.size != data.size() || col.lo != lo || col.hi != hi ||
+            col.columns != columns || col.fixed_max != t.fixed_max) {
+            col = Columns{data.data(), data.size(), lo, hi, columns,
+                          t.fixed_max, t.fixed_max, {}, {}};
+            double& vmax = col.vmax;
+            size_t a = lower(data, lo), b = lower(data, hi + 1);
+            if (vmax <= 0)
+                for (size_t i = a; i < b; ++i)
+                    vmax = std::max(vmax, t.value(data[i]));
+            if (vmax <= 0) vmax = 1;
+            col.mn.assign(static_cast<size_t>(columns), 1e30f);
+            col.mx.assign(static_cast<size_t>(columns), -1e30f);
+            for (size_t i = a; i < b; ++i) {
+                int c = std::clamp(static_cast<int>(x_of(data[i].step) - p0.x), 0, columns - 1);
+                float v = static_cast<float>(t.value(data[i]) / vmax);
+                col.mn[static_cast<size_t>(c)] = std::min(col.mn[static_cast<size_t>(c)], v);
+                col.mx[static_cast<size_t>(c)] = std::max(col.mx[static_cast<size_t>(c)], v);
+            }
         }
+        const double vmax = col.vmax;
+        const std::vector<float>&mn = col.mn, &mx = col.mx;
         float prev_x = -1, prev_y = -1;
         for (int c = 0; c < columns; ++c) {
             if (mx[static_cast<size_t>(c)] < -1e29f) continue;
