@@ -55,32 +55,39 @@ TEST(Cli, GeneratePrintIdsWritesOneLineOfIds) {
 }
 
 TEST(Cli, BadInputGivesOneLineErrorAndStatus1Or2) {
-    auto model = test::stories260k();
-    if (!model) GTEST_SKIP() << "fixture ../shared/models/stories260K/stories260K.bin not found";
+    std::string model = test::bundled_model();  // 512-token context, 2048-token vocabulary
     std::string dir = test::temp_dir();
     std::string long_prompt;
     for (int i = 0; i < 600; ++i)
         long_prompt += "5 ";
-    expect_clean_failure(kvscope({"generate", "--model", *model, "--prompt", "Once upon a time"}),
-                         "no tokenizer", "text prompt without tokenizer");
-    expect_clean_failure(kvscope({"generate", "--model", *model, "--prompt-ids", long_prompt}),
+    expect_clean_failure(kvscope({"generate", "--model", model, "--prompt-ids", long_prompt}),
                          "context holds 512", "prompt longer than the context");
-    expect_clean_failure(kvscope({"generate", "--model", *model, "--max-tokens", "-5"}),
+    expect_clean_failure(kvscope({"generate", "--model", model, "--max-tokens", "-5"}),
                          "max-tokens", "negative max tokens");
-    expect_clean_failure(kvscope({"generate", "--model", *model, "--block-size", "0"}),
-                         "block-size", "block size 0");
-    expect_clean_failure(kvscope({"generate", "--model", *model, "--prompt-ids", "1 2 99999"}),
+    expect_clean_failure(kvscope({"generate", "--model", model, "--block-size", "0"}), "block-size",
+                         "block size 0");
+    expect_clean_failure(kvscope({"generate", "--model", model, "--prompt-ids", "1 2 99999"}),
                          "99999", "token id outside the vocabulary");
     expect_clean_failure(kvscope({"generate", "--model", dir + "/missing.gguf"}), "cannot open",
                          "missing model");
     expect_clean_failure(kvscope({"generate", "--model",
                                   test::write_file(dir + "/junk.bin", std::string(100, 'x'))}),
                          "not a GGUF file", "junk model");
-    std::string bytes = test::read_file(*model);
-    expect_clean_failure(
-        kvscope({"generate", "--model", test::write_file(dir + "/cut.bin", bytes.substr(0, 5000))}),
-        "does not match its header", "truncated model");
+    std::string bytes = test::read_file(model);
+    expect_clean_failure(kvscope({"generate", "--model",
+                                  test::write_file(dir + "/cut.gguf", bytes.substr(0, 200000))}),
+                         "truncated or corrupt", "truncated model");
     expect_clean_failure(kvscope({"generate", "--model", dir}), "", "a directory as model");
+
+    // A llama2.c checkpoint has no tokenizer, and its header states its own size.
+    auto stories = test::stories260k();
+    if (!stories) GTEST_SKIP() << "fixture ../shared/models/stories260K/stories260K.bin not found";
+    expect_clean_failure(kvscope({"generate", "--model", *stories, "--prompt", "Once upon a time"}),
+                         "no tokenizer", "text prompt without tokenizer");
+    std::string bin = test::read_file(*stories);
+    expect_clean_failure(
+        kvscope({"generate", "--model", test::write_file(dir + "/cut.bin", bin.substr(0, 5000))}),
+        "does not match its header", "truncated llama2.c model");
 }
 
 TEST(Cli, RunServesAWorkloadAndWritesTheSummary) {
