@@ -78,8 +78,11 @@ TEST(Cli, BadInputGivesOneLineErrorAndStatus1Or2) {
                                   test::write_file(dir + "/cut.gguf", bytes.substr(0, 200000))}),
                          "truncated or corrupt", "truncated model");
     expect_clean_failure(kvscope({"generate", "--model", dir}), "", "a directory as model");
+}
 
-    // A llama2.c checkpoint has no tokenizer, and its header states its own size.
+// A llama2.c checkpoint has no tokenizer, and its header states its own size.
+TEST(Cli, BadInputOnALlama2cCheckpoint) {
+    std::string dir = test::temp_dir();
     auto stories = test::stories260k();
     if (!stories) GTEST_SKIP() << "fixture ../shared/models/stories260K/stories260K.bin not found";
     expect_clean_failure(kvscope({"generate", "--model", *stories, "--prompt", "Once upon a time"}),
