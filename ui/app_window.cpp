@@ -75,6 +75,7 @@ void save_settings(const ViewState& v) {
 //   heatmap R L H   pick request R, layer L, head H for the heatmap
 //   zoom F          heatmap zoom factor
 //   drop PATH       as if PATH were dropped on the window
+//   compare-align M 0: same step, 1: same progress of the selected request
 //   wait N          render N frames
 //   screenshot PATH [PANEL]  write the current frame (only PANEL's window, if named)
 //   quit
@@ -259,6 +260,8 @@ bool run_script_command(UiContext& ctx, Script& s, int w, int h, std::string& er
         ctx.view.heat_picked = true;
     } else if (cmd == "zoom") {
         in >> ctx.view.heat_zoom;
+    } else if (cmd == "compare-align") {
+        in >> ctx.view.compare_align;
     } else if (cmd == "drop") {
         std::string path;
         std::getline(in >> std::ws, path);

@@ -2,9 +2,13 @@
 // settings (changing one restarts the run), recording, view settings.
 #include <imgui.h>
 
+#include <string>
+#include <tuple>
+
 #include <algorithm>
 #include <cstdio>
 
+#include "sessions/request_progress.h"
 #include "ui/ui_context.h"
 
 namespace kvscope::ui {
@@ -114,7 +118,41 @@ void draw_controls_panel(UiContext& ctx) {
 void draw_compare_panel(UiContext& ctx) {
     if (!ctx.compare) return;
     ImGui::Begin("Compare");
-    auto other = ctx.compare->state_at(ctx.view.cursor);
+    ViewState& v = ctx.view;
+    // Same step, or the step at which the selected request got as far on the right as it is on
+    // the left (paged and contiguous runs of one workload reach a request at different steps).
+    ImGui::RadioButton("same step", &v.compare_align, 0);
+    ImGui::SameLine();
+    ImGui::RadioButton("same progress of the selected request", &v.compare_align, 1);
+    int64_t right_step = v.cursor;
+    if (v.compare_align == 1) {
+        static std::tuple<const void*, int64_t, int32_t> key{nullptr, -1, -1};
+        static int64_t found = -1;
+        static std::string what;
+        const RequestState* sel = nullptr;
+        if (ctx.state) {
+            auto it = ctx.state->requests.find(v.selected_request);
+            if (it != ctx.state->requests.end()) sel = &it->second;
+        }
+        if (!sel) {
+            ImGui::TextDisabled("Select a request (click it in Requests or Block pool).");
+        } else {
+            std::tuple<const void*, int64_t, int32_t> now{ctx.compare.get(), v.cursor,
+                                                          v.selected_request};
+            if (now != key) {
+                key = now;
+                found = first_step_with_tokens(*ctx.compare, sel->name, sel->num_tokens());
+                what = sel->name + " at " + std::to_string(sel->num_tokens()) + " tokens";
+            }
+            if (found < 0)
+                ImGui::TextDisabled("%s: not reached on the right.", what.c_str());
+            else
+                ImGui::Text("%s: left step %lld, right step %lld", what.c_str(),
+                            static_cast<long long>(v.cursor), static_cast<long long>(found));
+            if (found >= 0) right_step = found;
+        }
+    }
+    auto other = ctx.compare->state_at(right_step);
     const TimelineState* a = ctx.state;
     const TimelineState* b = other ? other.value() : nullptr;
     if (!a || !b) {
@@ -137,7 +175,7 @@ void draw_compare_panel(UiContext& ctx) {
         return secs > 0 ? static_cast<double>(toks) / secs : 0.0;
     };
     if (ImGui::BeginTable("##cmp", 4, ImGuiTableFlags_Borders)) {
-        ImGui::TableSetupColumn("at this step");
+        ImGui::TableSetupColumn(right_step == v.cursor ? "at this step" : "at the aligned steps");
         ImGui::TableSetupColumn(ctx.session->info().allocator.c_str());
         ImGui::TableSetupColumn(ctx.compare->info().allocator.c_str());
         ImGui::TableSetupColumn("difference");
@@ -164,7 +202,7 @@ void draw_compare_panel(UiContext& ctx) {
             rb += r.phase == RequestPhase::kRunning;
         row("running requests", ra, rb, "%.0f");
         row("tokens/s so far", tokens_per_s(*ctx.session, ctx.view.cursor),
-            tokens_per_s(*ctx.compare, ctx.view.cursor), "%.1f");
+            tokens_per_s(*ctx.compare, right_step), "%.1f");
         ImGui::EndTable();
     }
     ImGui::TextDisabled("Left: %s", ctx.session->path().c_str());

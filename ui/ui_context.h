@@ -39,6 +39,7 @@ struct ViewState {
     std::string message;      // one line at the bottom: hints, errors
     bool message_is_error = false;
     std::string eviction_filter;
+    int compare_align = 0;  // 0: same step; 1: same progress of the selected request
 };
 
 // Simulated input for scripted tests: a hover over the heatmap or a block at a cell.

@@ -246,6 +246,29 @@ TEST_F(Gui, DroppedFilesOpenOrSayWhyNot) {
     EXPECT_GT(diff_in(d1, d2, 0.17f, 0.0f, 1.0f, 0.6f), 500u);
 }
 
+TEST_F(Gui, CompareAlignsTwoRunsByARequestsProgress) {
+    auto w = kvscope({"workload", "--kind", "chat", "--requests", "6", "--seed", "5", "--out",
+                      dir_ + "/w.jsonl"});
+    ASSERT_EQ(w.exit_code, 0) << w.err;
+    for (const char* a : {"paged", "contiguous"}) {
+        auto r = kvscope({"run", "--workload", dir_ + "/w.jsonl", "--num-blocks", "32",
+                          "--allocator", a, "--record", dir_ + "/" + a + ".kvs"});
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+    }
+    std::string script = dir_ + "/cmp.txt";
+    test::write_file(script, "seek 150\nselect-request 3\nwait 1\nscreenshot " + dir_ +
+                                 "/c0.png Compare\ncompare-align 1\nwait 2\nscreenshot " + dir_ +
+                                 "/c1.png Compare\nquit\n");
+    auto r =
+        kvscope({"compare", dir_ + "/paged.kvs", dir_ + "/contiguous.kvs", "--script", script});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    Image c0 = load_png(dir_ + "/c0.png"), c1 = load_png(dir_ + "/c1.png");
+    ASSERT_GT(c0.w, 300);
+    ASSERT_EQ(c0.w, c1.w);
+    // Aligned on r4's progress, the right-hand column shows another step's numbers.
+    EXPECT_GT(diff_in(c0, c1, 0.0f, 0.1f, 1.0f, 0.8f), 300u);
+}
+
 TEST_F(Gui, BadSessionsAndModelsGiveAMessageNotACrash) {
     std::string junk = test::write_file(dir_ + "/junk.kvs", std::string(5000, 'j'));
     auto r = kvscope({"replay", junk, "--screenshot", dir_ + "/junk.png"});

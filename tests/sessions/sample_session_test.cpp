@@ -2,8 +2,10 @@
 // and still what the engine records today (else re-record it with record_sample.sh).
 #include <gtest/gtest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 
+#include "sessions/request_progress.h"
 #include "sessions/session_reader.h"
 #include "test_support.h"
 
@@ -91,6 +93,40 @@ TEST(SampleSession, AttentionSummaryFindsTheLocalHeads) {
     auto none = kvscope({"inspect", dir + "/none.kvs", "--attention-summary", "16"});
     EXPECT_EQ(none.exit_code, 1);
     EXPECT_NE(none.err.find("no attention was captured"), std::string::npos) << none.err;
+}
+
+TEST(SampleSession, FirstStepWithTokensMatchesAScan) {
+    auto sample = test::source_file("assets/sessions/sample-chat.kvs");
+    ASSERT_TRUE(sample);
+    auto reader = SessionReader::open(*sample);
+    ASSERT_TRUE(reader.ok());
+    SessionReader& r = **reader;
+    // Each request's token count at every step, then searched for again.
+    std::map<std::string, std::vector<std::pair<int64_t, int32_t>>> counts;
+    for (int64_t step = r.first_step(); step <= r.last_step(); ++step) {
+        auto st = r.state_at(step);
+        ASSERT_TRUE(st.ok());
+        for (const auto& [i, q] : (*st)->requests)
+            counts[q.name].emplace_back(step, q.num_tokens());
+    }
+    int checked = 0;
+    for (const auto& [name, per_step] : counts) {
+        for (size_t k = 0; k < per_step.size(); k += 25) {
+            int32_t want = per_step[k].second;
+            if (want == 0) continue;
+            int64_t expect = -1;  // the first step whose count reaches `want`
+            for (const auto& [step, n] : per_step)
+                if (n >= want) {
+                    expect = step;
+                    break;
+                }
+            EXPECT_EQ(first_step_with_tokens(r, name, want), expect) << name << " " << want;
+            ++checked;
+        }
+        EXPECT_EQ(first_step_with_tokens(r, name, per_step.back().second + 1), -1) << name;
+    }
+    EXPECT_GT(checked, 20);
+    EXPECT_EQ(first_step_with_tokens(r, "no-such-request", 1), -1);
 }
 
 }  // namespace
