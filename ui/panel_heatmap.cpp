@@ -29,13 +29,22 @@ void draw_heatmap_panel(UiContext& ctx) {
     if (v.heat_request < 0 && v.selected_request >= 0) v.heat_request = v.selected_request;
     if (v.heat_request < 0 && !s->requests.empty()) v.heat_request = s->requests.begin()->first;
     auto it = s->requests.find(v.heat_request);
+    // Labels before their widgets ("layer [4]", not "[4] layer"), and the pickers wrap onto a
+    // second line when the panel is narrow (1280x720).
+    const bool narrow = ImGui::GetContentRegionAvail().x < 520 * v.font_scale;
+    auto label = [](const char* text) {
+        ImGui::AlignTextToFramePadding();
+        ImGui::TextUnformatted(text);
+        ImGui::SameLine();
+    };
+    label("request");
     ImGui::SetNextItemWidth(140 * v.font_scale);
-    if (ImGui::BeginCombo("request", it != s->requests.end() ? it->second.name.c_str() : "-")) {
+    if (ImGui::BeginCombo("##request", it != s->requests.end() ? it->second.name.c_str() : "-")) {
         for (const auto& [i, r] : s->requests)
             if (ImGui::Selectable(r.name.c_str(), i == v.heat_request)) v.heat_request = i;
         ImGui::EndCombo();
     }
-    ImGui::SameLine();
+    if (!narrow) ImGui::SameLine();
     const auto& captured = ctx.captured_heads();
     auto is_captured = [&](int layer, int head) {
         return std::find(captured.begin(), captured.end(), std::make_pair(layer, head)) !=
@@ -46,11 +55,13 @@ void draw_heatmap_panel(UiContext& ctx) {
         v.heat_layer = captured.front().first;
         v.heat_head = captured.front().second;
     }
+    label("layer");
     ImGui::SetNextItemWidth(90 * v.font_scale);
-    v.heat_picked |= ImGui::SliderInt("layer", &v.heat_layer, 0, s->info.n_layers - 1);
+    v.heat_picked |= ImGui::SliderInt("##layer", &v.heat_layer, 0, s->info.n_layers - 1);
     ImGui::SameLine();
+    label("head");
     ImGui::SetNextItemWidth(90 * v.font_scale);
-    v.heat_picked |= ImGui::SliderInt("head", &v.heat_head, 0, s->info.n_heads - 1);
+    v.heat_picked |= ImGui::SliderInt("##head", &v.heat_head, 0, s->info.n_heads - 1);
     int group = s->info.n_kv_heads > 0 ? s->info.n_heads / s->info.n_kv_heads : 1;
     ImGui::SameLine();
     ImGui::TextDisabled("(KV head %d)", v.heat_head / std::max(group, 1));
