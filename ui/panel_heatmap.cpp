@@ -118,9 +118,11 @@ void draw_heatmap_panel(UiContext& ctx) {
     v.heat_pan_y = std::clamp(v.heat_pan_y, 0.0f, static_cast<float>(n) - span);
     int res = std::max(1, std::min(static_cast<int>(side), static_cast<int>(std::ceil(span))));
     char key[200];
-    std::snprintf(key, sizeof key, "%p/%zu/%d/%d/%g/%g/%g/%d/%zu",
+    // The cursor is part of it: which keys are evicted depends on the step shown.
+    std::snprintf(key, sizeof key, "%p/%zu/%d/%d/%g/%g/%g/%d/%zu/%lld",
                   static_cast<const void*>(rows.data()), rows.size(), n, v.heat_request,
-                  v.heat_zoom, v.heat_pan_x, v.heat_pan_y, res, ctx.eviction_log().size());
+                  v.heat_zoom, v.heat_pan_x, v.heat_pan_y, res, ctx.eviction_log().size(),
+                  static_cast<long long>(v.cursor));
     if (built_for != key) {
         built_for = key;
         pixels.assign(static_cast<size_t>(res) * res, 0xff141414);

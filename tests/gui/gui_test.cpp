@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <set>
 
+#include "sessions/recorder.h"
 #include "test_support.h"
 
 namespace kvscope {
@@ -267,6 +268,60 @@ TEST_F(Gui, CompareAlignsTwoRunsByARequestsProgress) {
     ASSERT_EQ(c0.w, c1.w);
     // Aligned on r4's progress, the right-hand column shows another step's numbers.
     EXPECT_GT(diff_in(c0, c1, 0.0f, 0.1f, 1.0f, 0.8f), 300u);
+}
+
+// Token eviction policies come later; their events are already in the vocabulary, and the
+// heatmap greys evicted keys. A session written by the real Recorder with token_evict events.
+TEST_F(Gui, HeatmapGreysEvictedKeys) {
+    RunInfo info;
+    info.num_blocks = 8;
+    info.block_size = 16;
+    info.n_layers = 1;
+    info.n_heads = 1;
+    info.n_kv_heads = 1;
+    std::string path = dir_ + "/evict.kvs";
+    auto rec = Recorder::create(path, info);
+    ASSERT_TRUE(rec.ok()) << rec.error().message;
+    auto emit = [&](EventKind kind, int64_t step, int32_t a, int32_t b, int32_t c,
+                    std::vector<uint8_t> payload = {}) {
+        Event e;
+        e.kind = kind;
+        e.step = step;
+        e.request = 0;
+        e.a = a;
+        e.b = b;
+        e.c = c;
+        e.payload = std::move(payload);
+        if (kind == EventKind::kRequestArrive) e.text = "r1";
+        if (kind == EventKind::kToken) e.text = " w";
+        (*rec)->emit(std::move(e));
+    };
+    emit(EventKind::kRequestArrive, 0, 100, 0, 1);
+    emit(EventKind::kRequestAdmit, 0, 0, 0, 0);
+    for (int32_t p = 0; p < 100; ++p) {
+        emit(EventKind::kToken, p, p, 5, 1);
+        std::vector<uint8_t> row(static_cast<size_t>(p) + 1, 200);  // flat, bright
+        emit(EventKind::kAttentionRow, p, 0, 0, p, row);
+    }
+    for (int32_t k = 20; k < 60; ++k)  // keys 20..59 evicted at the last step, all layers
+        emit(EventKind::kTokenEvict, 99, -1, -1, k);
+    ASSERT_TRUE((*rec)->close().ok());
+    std::string script = dir_ + "/e.txt";
+    test::write_file(script, "seek 98\nheatmap 0 0 0\nwait 1\nscreenshot " + dir_ +
+                                 "/e0.png Attention\nseek 99\nwait 1\nscreenshot " + dir_ +
+                                 "/e1.png Attention\nquit\n");
+    auto r = kvscope({"replay", path, "--script", script});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto grey = [](const Image& im) {
+        size_t n = 0;
+        for (uint32_t p : im.px)
+            n += (p & 0xffffff) == 0x5a5a5a;
+        return n;
+    };
+    Image e0 = load_png(dir_ + "/e0.png"), e1 = load_png(dir_ + "/e1.png");
+    ASSERT_GT(e0.w, 100);
+    EXPECT_LT(grey(e0), 50u);    // before the evictions: no grey keys
+    EXPECT_GT(grey(e1), 5000u);  // after: a band of 40 grey columns
 }
 
 TEST_F(Gui, BadSessionsAndModelsGiveAMessageNotACrash) {
