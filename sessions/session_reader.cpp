@@ -297,16 +297,17 @@ Result<std::vector<Event>> SessionReader::events(int64_t first, int64_t last,
 }
 
 Result<std::vector<AttentionRow>> SessionReader::attention(int32_t request, int32_t layer,
-                                                           int32_t head, int64_t up_to_step) {
+                                                           int32_t head, int64_t up_to_step,
+                                                           int64_t after_step) {
     auto q = impl_->db.prepare(
         "SELECT step, qpos, probs FROM attention WHERE request = ? AND layer = ? AND head = ? AND "
-        "step <= ? "
-        "ORDER BY qpos");
+        "step <= ? AND step > ? ORDER BY step, qpos");
     if (!q) return q.error();
     q->bind_int(1, request);
     q->bind_int(2, layer);
     q->bind_int(3, head);
     q->bind_int(4, up_to_step);
+    q->bind_int(5, after_step);
     Status err;
     std::vector<AttentionRow> out;
     while (q->next(err)) {

@@ -48,9 +48,10 @@ class SessionReader {
     // Events of the steps in [first, last], of the given kinds (all kinds when empty).
     Result<std::vector<Event>> events(int64_t first, int64_t last,
                                       const std::vector<EventKind>& kinds = {});
-    // Captured attention rows of one request / layer / head, up to `step`.
+    // Captured attention rows of one request / layer / head recorded in steps
+    // (after_step, up_to_step], in step order (a recomputed row comes after the first).
     Result<std::vector<AttentionRow>> attention(int32_t request, int32_t layer, int32_t head,
-                                                int64_t up_to_step);
+                                                int64_t up_to_step, int64_t after_step = -1);
     // (layer, head) pairs that have captured rows, in order.
     Result<std::vector<std::pair<int32_t, int32_t>>> captured_heads();
     // Requests with captured rows for (layer, head), in order (empty on a read error).

@@ -72,7 +72,15 @@ void draw_heatmap_panel(UiContext& ctx) {
     }
     const RequestState& req = it->second;
     const auto& rows = ctx.attention_rows(v.heat_request, v.heat_layer, v.heat_head);
-    if (rows.empty()) {
+    // Rows recorded after the cursor are in the cache too; the heatmap shows the step's view.
+    size_t shown = 0;
+    int q_max = 0;
+    for (const auto& r : rows)
+        if (r.step <= v.cursor) {
+            ++shown;
+            q_max = std::max(q_max, r.query_pos);
+        }
+    if (shown == 0) {
         if (!captured.empty() && !is_captured(v.heat_layer, v.heat_head))
             ImGui::TextDisabled(
                 "Layer %d head %d was not captured; this run captured %zu heads "
@@ -85,13 +93,11 @@ void draw_heatmap_panel(UiContext& ctx) {
         ImGui::End();
         return;
     }
-    int q_max = 0;
-    for (const auto& r : rows)
-        q_max = std::max(q_max, r.query_pos);
     const int n = q_max + 1;  // square: keys 0..q_max
     std::vector<const AttentionRow*> by_q(static_cast<size_t>(n), nullptr);
     std::vector<int> captured_q;  // query positions with a row, ascending
     for (const auto& r : rows) {
+        if (r.step > v.cursor) break;  // rows are in step order
         if (!by_q[static_cast<size_t>(r.query_pos)]) captured_q.push_back(r.query_pos);
         by_q[static_cast<size_t>(r.query_pos)] = &r;  // later rows (recompute) win
     }
@@ -120,8 +126,8 @@ void draw_heatmap_panel(UiContext& ctx) {
     char key[200];
     // The cursor is part of it: which keys are evicted depends on the step shown.
     std::snprintf(key, sizeof key, "%p/%zu/%d/%d/%g/%g/%g/%d/%zu/%lld",
-                  static_cast<const void*>(rows.data()), rows.size(), n, v.heat_request,
-                  v.heat_zoom, v.heat_pan_x, v.heat_pan_y, res, ctx.eviction_log().size(),
+                  static_cast<const void*>(rows.data()), shown, n, v.heat_request, v.heat_zoom,
+                  v.heat_pan_x, v.heat_pan_y, res, ctx.eviction_log().size(),
                   static_cast<long long>(v.cursor));
     if (built_for != key) {
         built_for = key;

@@ -88,16 +88,22 @@ const std::vector<std::pair<int32_t, int32_t>>& UiContext::captured_heads() {
 }
 
 const std::vector<AttentionRow>& UiContext::attention_rows(int32_t request, int layer, int head) {
-    auto key = std::make_tuple(session, request, layer, head, view.cursor);
+    auto key = std::make_tuple(session, request, layer, head);
     if (key != attention_key_) {
         attention_key_ = key;
         attention_.clear();
-        if (session && request >= 0) {
-            auto rows = session->attention(request, layer, head, view.cursor);
-            if (rows)
-                attention_ = std::move(rows).value();
-            else
-                view.message = rows.error().message;
+        attention_upto_ = -1;
+    }
+    // Rows only ever arrive: moving the cursor forward reads the new steps' rows, moving it back
+    // reads nothing (callers skip rows past the cursor).
+    if (session && request >= 0 && view.cursor > attention_upto_) {
+        auto rows = session->attention(request, layer, head, view.cursor, attention_upto_);
+        if (rows) {
+            attention_.insert(attention_.end(), std::make_move_iterator(rows->begin()),
+                              std::make_move_iterator(rows->end()));
+            attention_upto_ = view.cursor;
+        } else {
+            view.message = rows.error().message;
         }
     }
     return attention_;

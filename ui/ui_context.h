@@ -71,15 +71,17 @@ class UiContext {
     const std::vector<Event>& eviction_log();
     // (layer, head) pairs with captured rows; asked again while none are known (a live run).
     const std::vector<std::pair<int32_t, int32_t>>& captured_heads();
-    // Attention rows of (request, layer, head) up to the cursor, cached.
+    // Attention rows of (request, layer, head) in step order, read at least up to the cursor and
+    // kept: rows recorded after the cursor may be included, so skip those with step > cursor.
     const std::vector<AttentionRow>& attention_rows(int32_t request, int layer, int head);
 
   private:
     std::vector<Event> evictions_;
     int64_t evictions_upto_ = -1;
     SessionReader* evictions_of_ = nullptr;
-    std::tuple<SessionReader*, int32_t, int, int, int64_t> attention_key_{nullptr, -1, -1, -1, -1};
+    std::tuple<SessionReader*, int32_t, int, int> attention_key_{nullptr, -1, -1, -1};
     std::vector<AttentionRow> attention_;
+    int64_t attention_upto_ = -1;
     SessionReader* captured_of_ = nullptr;
     std::vector<std::pair<int32_t, int32_t>> captured_;
 };
