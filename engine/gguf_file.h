@@ -25,7 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "ggml_type.h"
+#include "engine/gguf_tensor_type.h"
 #include "probes/result.h"
 
 namespace kvscope {

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/ggml_type.h"
+#include "engine/gguf_tensor_type.h"
 
 namespace kvscope::test {
 

@@ -1,5 +1,7 @@
 #pragma once
-// Tensor element types as numbered by ggml/GGUF, and conversion of rows to fp32.
+// Tensor element types as the GGUF format numbers them (the format calls them ggml types), and
+// conversion of rows to fp32. kvscope's own code, written from the format's published type
+// ids and block layouts; nothing here is copied from ggml.
 // Block-quantized types store `block_elements` values in `block_bytes` bytes. Every type a
 // current GGUF file may hold is listed, so a file that uses one kvscope cannot convert still
 // parses (and `inspect`-style tools can list it); the model loader then names the type.

@@ -1,11 +1,12 @@
-#include "engine/ggml_type.h"
+#include "engine/gguf_tensor_type.h"
 
 #include <cstring>
 
 namespace kvscope {
 
 std::optional<GgmlTypeTraits> ggml_type_traits(uint32_t id) {
-    // Block layouts from ggml-common.h (QK_K = 256 for the K-, IQ- and TQ-quants).
+    // Block sizes as the GGUF format defines them (256 values per block for the K-, IQ- and
+    // TQ-quants).
     switch (static_cast<GgmlType>(id)) {
         case GgmlType::F32:
             return GgmlTypeTraits{"F32", 1, 4, true};
