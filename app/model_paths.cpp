@@ -28,4 +28,10 @@ std::string default_model_path() {
     return (fs::path(KVSCOPE_SOURCE_DIR) / kBundled).string();
 }
 
+std::string model_path_for_recording(const std::string& path) {
+    std::error_code ec;
+    if (fs::equivalent(path, default_model_path(), ec) && !ec) return kBundled;
+    return path;
+}
+
 }  // namespace kvscope::app

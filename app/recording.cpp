@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "app/commands.h"
+#include "app/model_paths.h"
 
 namespace kvscope::app {
 
@@ -14,7 +15,7 @@ RunInfo run_info_for(Engine& engine, const std::string& allocator,
     info.num_blocks = engine.options().num_blocks;
     info.block_size = engine.options().block_size;
     info.allocator = allocator;
-    info.model = engine.model().path;
+    info.model = model_path_for_recording(engine.model().path);
     info.backend = "cpu";
     info.n_layers = c.n_layers;
     info.n_heads = c.n_heads;

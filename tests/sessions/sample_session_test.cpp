@@ -31,6 +31,8 @@ TEST(SampleSession, IsSoundAndSmall) {
     EXPECT_EQ(j["requests"].size(), 6u);
     auto reader = SessionReader::open(*sample);
     ASSERT_TRUE(reader.ok()) << reader.error().message;
+    // Recorded with the bundled model: named by its place in the repository, not this machine's.
+    EXPECT_EQ((*reader)->info().model, "assets/models/kvscope-demo.gguf");
     auto heads = (*reader)->captured_heads();
     ASSERT_TRUE(heads.ok());
     EXPECT_EQ(heads->size(), 8u);  // every head of layer 4
