@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "app/model_paths.h"
 #include "app/recording.h"
 #include "engine/attention_spec.h"
 #include "engine/tokenizer.h"
@@ -109,7 +110,7 @@ Status LiveController::add_prompt(const std::string& text, int max_tokens) {
 }
 
 std::string LiveController::describe() const {
-    return "live: " + model_->path + " (" + model_->format + ", CPU)\nworkload: " + workload_name_;
+    return "live: " + model_path_for_recording(model_->path) + " (" + model_->format + ", CPU)\nworkload: " + workload_name_;
 }
 
 }  // namespace kvscope::app
