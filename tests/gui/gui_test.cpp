@@ -54,6 +54,17 @@ size_t distinct_colors(const Image& a, float x0, float y0, float x1, float y1) {
     return c.size();
 }
 
+// Pixels of error-red text in the status line at the bottom (left half of the window).
+size_t red_status(const Image& im) {
+    size_t n = 0;
+    for (int y = im.h * 97 / 100; y < im.h; ++y)
+        for (int x = 0; x < im.w / 2; ++x) {
+            uint32_t p = im.at(x, y);
+            n += (p & 0xff) > 180 && ((p >> 8) & 0xff) < 120;
+        }
+    return n;
+}
+
 // An X server for the whole suite: the one in DISPLAY, or an Xvfb we start.
 class Display : public ::testing::Environment {
   public:
@@ -229,15 +240,6 @@ TEST_F(Gui, DroppedFilesOpenOrSayWhyNot) {
     Image d0 = load_png(dir_ + "/d0.png"), d1 = load_png(dir_ + "/d1.png"),
           d2 = load_png(dir_ + "/d2.png");
     ASSERT_EQ(d1.w, 1600);
-    auto red_status = [](const Image& im) {
-        size_t n = 0;
-        for (int y = im.h * 97 / 100; y < im.h; ++y)
-            for (int x = 0; x < im.w / 2; ++x) {
-                uint32_t p = im.at(x, y);
-                n += (p & 0xff) > 180 && ((p >> 8) & 0xff) < 120;
-            }
-        return n;
-    };
     EXPECT_EQ(red_status(d0), 0u);
     EXPECT_GT(red_status(d1), 100u);  // the junk file: an error line
     // ... and the session shown before is still there, untouched.
@@ -334,15 +336,6 @@ TEST_F(Gui, BadSessionsAndModelsGiveAMessageNotACrash) {
     EXPECT_EQ(m.exit_code, 0) << m.err;
     EXPECT_TRUE(std::filesystem::exists(dir_ + "/model.png"));
     // The error is written in red in the status line at the bottom.
-    auto red_text = [](const Image& im) {
-        size_t n = 0;
-        for (int y = im.h * 97 / 100; y < im.h; ++y)
-            for (int x = 0; x < im.w / 2; ++x) {
-                uint32_t p = im.at(x, y);
-                n += (p & 0xff) > 180 && ((p >> 8) & 0xff) < 120;
-            }
-        return n;
-    };
     // A session from a newer kvscope.
     std::string newer = dir_ + "/newer.kvs";
     std::filesystem::copy_file(*sample_, newer);
@@ -355,9 +348,9 @@ TEST_F(Gui, BadSessionsAndModelsGiveAMessageNotACrash) {
     Image model_shot = load_png(dir_ + "/model.png"), junk_shot = load_png(dir_ + "/junk.png"),
           newer_shot = load_png(dir_ + "/newer.png");
     ASSERT_GT(model_shot.h, 0);
-    EXPECT_GT(red_text(model_shot), 100u);
-    EXPECT_GT(red_text(junk_shot), 100u);
-    EXPECT_GT(red_text(newer_shot), 100u);
+    EXPECT_GT(red_status(model_shot), 100u);
+    EXPECT_GT(red_status(junk_shot), 100u);
+    EXPECT_GT(red_status(newer_shot), 100u);
 }
 
 }  // namespace
