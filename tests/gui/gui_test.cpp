@@ -335,7 +335,6 @@ TEST_F(Gui, BadSessionsAndModelsGiveAMessageNotACrash) {
     auto m = kvscope({"gui", "--model", junk, "--screenshot", dir_ + "/model.png"});
     EXPECT_EQ(m.exit_code, 0) << m.err;
     EXPECT_TRUE(std::filesystem::exists(dir_ + "/model.png"));
-    // The error is written in red in the status line at the bottom.
     // A session from a newer kvscope.
     std::string newer = dir_ + "/newer.kvs";
     std::filesystem::copy_file(*sample_, newer);
