@@ -90,8 +90,9 @@ struct Event {
     int32_t a = 0, b = 0, c = 0;
     int64_t wide = 0;
     double value = 0;
-    std::string text;
-    std::vector<uint8_t> payload;
+    // Defaulted so that `Event{.kind = ..., .request = ...}` may leave them out warning-free.
+    std::string text = {};
+    std::vector<uint8_t> payload = {};
 };
 
 int64_t host_now_ns();

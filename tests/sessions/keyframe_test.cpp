@@ -18,24 +18,7 @@ TimelineState busy_state() {
     info.block_size = 4;
     TimelineState s(info);
     std::mt19937 rng(7);
-    struct F {
-        EventKind kind;
-        int32_t request = -1, block = -1, a = 0, b = 0, c = 0;
-        int64_t wide = 0;
-        double value = 0;
-        std::string text = {};
-    };
-    auto emit = [&](const F& f) {
-        Event e;
-        e.kind = f.kind;
-        e.request = f.request;
-        e.block = f.block;
-        e.a = f.a;
-        e.b = f.b;
-        e.c = f.c;
-        e.wide = f.wide;
-        e.value = f.value;
-        e.text = f.text;
+    auto emit = [&](Event e) {
         e.step = s.step < 0 ? 0 : s.step + static_cast<int64_t>(rng() % 2);
         e.seq_no = s.last_seq_no + 1;
         s.apply(e);
