@@ -79,8 +79,11 @@ const std::vector<std::pair<int32_t, int32_t>>& UiContext::captured_heads() {
     if (captured_of_ != session) {
         captured_of_ = session;
         captured_.clear();
+        captured_upto_ = -2;
     }
-    if (captured_.empty() && session) {
+    // Asked once per new step at most: a replay without capture does not query every frame.
+    if (captured_.empty() && session && session->last_step() > captured_upto_) {
+        captured_upto_ = session->last_step();
         auto heads = session->captured_heads();
         if (heads) captured_ = std::move(heads).value();
     }

@@ -69,7 +69,8 @@ class UiContext {
 
     // Eviction and preemption log of the whole run (loaded lazily, extended as it grows).
     const std::vector<Event>& eviction_log();
-    // (layer, head) pairs with captured rows; asked again while none are known (a live run).
+    // (layer, head) pairs with captured rows; while none are known, asked again when the
+    // session grows (a live run).
     const std::vector<std::pair<int32_t, int32_t>>& captured_heads();
     // Attention rows of (request, layer, head) in step order, read at least up to the cursor and
     // kept: rows recorded after the cursor may be included, so skip those with step > cursor.
@@ -84,6 +85,7 @@ class UiContext {
     int64_t attention_upto_ = -1;
     SessionReader* captured_of_ = nullptr;
     std::vector<std::pair<int32_t, int32_t>> captured_;
+    int64_t captured_upto_ = -2;  // last step of the session when captured_ was asked for
 };
 
 // One function per panel (one file each).
