@@ -119,14 +119,14 @@ bool panel_rect(const std::string& name, int fb_w, int fb_h, int r[4]) {
     return r[2] > 0 && r[3] > 0;
 }
 
-// Writes the framebuffer, or the rectangle `crop` (x, y from the top left, w, h) of it.
-bool write_screenshot(const std::string& path, int fb_w, int fb_h, const int* crop = nullptr) {
-    int x = crop ? crop[0] : 0, w = crop ? crop[2] : fb_w, h = crop ? crop[3] : fb_h;
-    int y = crop ? fb_h - crop[1] - h : 0;  // GL rows count from the bottom
+// Writes the rectangle `rect` (x, y from the top left, w, h) of the framebuffer.
+bool write_screenshot(const std::string& path, int fb_h, const int rect[4]) {
+    int x = rect[0], w = rect[2], h = rect[3];
+    int gl_y = fb_h - rect[1] - h;  // GL rows count from the bottom
     std::vector<unsigned char> pixels(static_cast<size_t>(w) * h * 4);
     glPixelStorei(GL_PACK_ALIGNMENT, 1);
     glReadBuffer(GL_BACK);
-    glReadPixels(x, y, w, h, GL_RGBA, GL_UNSIGNED_BYTE, pixels.data());
+    glReadPixels(x, gl_y, w, h, GL_RGBA, GL_UNSIGNED_BYTE, pixels.data());
     std::vector<unsigned char> flipped(pixels.size());
     for (int y = 0; y < h; ++y)
         std::copy_n(&pixels[static_cast<size_t>(h - 1 - y) * w * 4], static_cast<size_t>(w) * 4,
@@ -181,6 +181,23 @@ bool write_frame_stats(const std::string& path, const std::vector<FrameSample>& 
         f << (i ? ", " : "") << frames[i].build_ms;
     f << "]}\n";
     return static_cast<bool>(f);
+}
+
+// Writes the frame (or only `panel`'s window, when named) to `path`; returns the exit status:
+// 0, 1 when the file cannot be written, 2 when there is no such panel.
+int shoot(const std::string& path, const std::string& panel, int w, int h, bool announce) {
+    int rect[4] = {0, 0, w, h};
+    if (!panel.empty() && !panel_rect(panel, w, h, rect)) {
+        std::fprintf(stderr, "kvscope: error: no panel named '%s' to crop to\n", panel.c_str());
+        return 2;
+    }
+    if (!write_screenshot(path, h, rect)) {
+        std::fprintf(stderr, "kvscope: error: cannot write %s\n", path.c_str());
+        return 1;
+    }
+    if (announce)
+        std::fprintf(stderr, "kvscope: wrote %s (%dx%d)\n", path.c_str(), rect[2], rect[3]);
+    return 0;
 }
 
 UiContext* g_ctx = nullptr;  // for the GLFW drop callback
@@ -461,37 +478,10 @@ int run_window(const WindowOptions& o) {
             std::string path = script.lines[script.next - 1].substr(8);
             std::string panel = path.substr(path.find('\t') + 1);
             path.resize(path.find('\t'));
-            int crop[4];
-            bool cropped = !panel.empty() && panel_rect(panel, w, h, crop);
-            if (!panel.empty() && !cropped) {
-                std::fprintf(stderr, "kvscope: error: script: no panel named '%s'\n",
-                             panel.c_str());
-                status = 2;
-                break;
-            }
-            if (!write_screenshot(path, w, h, cropped ? crop : nullptr)) {
-                std::fprintf(stderr, "kvscope: error: cannot write %s\n", path.c_str());
-                status = 1;
-                break;
-            }
+            if ((status = shoot(path, panel, w, h, false)) != 0) break;
         }
         if (!o.screenshot_path.empty() && frame >= o.frames) {
-            int crop[4];
-            bool cropped = o.crop_to_panel && panel_rect(o.panel, w, h, crop);
-            if (o.crop_to_panel && !cropped) {
-                std::fprintf(stderr, "kvscope: error: no panel named '%s' to crop to\n",
-                             o.panel.c_str());
-                status = 2;
-                break;
-            }
-            if (!write_screenshot(o.screenshot_path, w, h, cropped ? crop : nullptr)) {
-                std::fprintf(stderr, "kvscope: error: cannot write %s\n",
-                             o.screenshot_path.c_str());
-                status = 1;
-            } else {
-                std::fprintf(stderr, "kvscope: wrote %s (%dx%d)\n", o.screenshot_path.c_str(),
-                             cropped ? crop[2] : w, cropped ? crop[3] : h);
-            }
+            status = shoot(o.screenshot_path, o.crop_to_panel ? o.panel : "", w, h, true);
             break;
         }
         glfwSwapBuffers(window);
