@@ -185,6 +185,7 @@ class Llama(nn.Module):
         self.embed = nn.Embedding(cfg["vocab_size"], cfg["dim"])
         self.blocks = nn.ModuleList([Block(cfg) for _ in range(cfg["n_layers"])])
         self.norm = RMSNorm(cfg["dim"], cfg["rms_eps"])
+        self.output = None  # tied embeddings; sink_study.py attaches an untied nn.Linear here
         rot = rope_tables(cfg["dim"] // cfg["n_heads"], cfg["context_length"], cfg["rope_theta"])
         self.register_buffer("rot", rot, persistent=False)
         T = cfg["context_length"]
@@ -203,7 +204,7 @@ class Llama(nn.Module):
                 attns.append(a)
             else:
                 x = b(x, self.rot, self.mask)
-        logits = F.linear(self.norm(x), self.embed.weight)  # tied embeddings
+        logits = F.linear(self.norm(x), self.embed.weight if self.output is None else self.output.weight)
         return (logits, attns) if return_attn else logits
 
 
