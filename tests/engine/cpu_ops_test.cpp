@@ -14,8 +14,8 @@ TEST(CpuOps, MatmulEqualsDotBitForBitForAnyBatchAndThreads) {
     std::mt19937 rng(3);
     std::normal_distribution<float> dist;
     for (int k : {1, 7, 8, 64, 67}) {
-        const int rows = 37;  // odd, so the 2-row tiles leave a tail
-        std::vector<float> w(static_cast<size_t>(rows) * k), x(static_cast<size_t>(9) * k);
+        const int rows = 37;  // prime, so every tile width leaves a tail
+        std::vector<float> w(static_cast<size_t>(rows) * k), x(static_cast<size_t>(13) * k);
         for (auto& v : w)
             v = dist(rng);
         for (auto& v : x)
@@ -23,7 +23,7 @@ TEST(CpuOps, MatmulEqualsDotBitForBitForAnyBatchAndThreads) {
         Matrix m{w.data(), rows, k};
         for (int threads : {1, 2, 3}) {
             ThreadPool pool(threads);
-            for (int n = 1; n <= 9; ++n) {
+            for (int n = 1; n <= 13; ++n) {  // two tiles of rows and every remainder
                 std::vector<float> out(static_cast<size_t>(n) * rows);
                 matmul(pool, x.data(), n, m, out.data());
                 for (int r = 0; r < n; ++r)
