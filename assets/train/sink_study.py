@@ -61,21 +61,6 @@ def token_streams(cache_dir, sp):
     return out, np.array(train_ch, dtype=object)
 
 
-def passage_windows(rng, sp, chapters, batch, seq, p):
-    rows = []
-    for _ in range(batch):
-        w = []
-        while len(w) < seq + 1:
-            verses = chapters[rng.randint(len(chapters))]
-            k, first = rng.geometric(p), rng.randint(len(verses))
-            w += [T.BOS] + sp.encode("\n".join(verses[first:first + k]) + "\n")
-        rows.append(w[:seq + 1])
-    xs = torch.tensor(rows, dtype=torch.int64)
-    x, y = xs[:, :-1], xs[:, 1:].clone()
-    y[y == T.BOS] = -100  # cross_entropy's ignore_index: the model is not taught to emit BOS
-    return x, y
-
-
 def sink_probe(model, held):
     model.eval()
     with torch.no_grad():
@@ -131,7 +116,7 @@ def main():
         for g in opt.param_groups:
             g["lr"] = lr_at(step)
         if a.data == "passages":
-            x, y = passage_windows(rng, sp, chapters, a.batch, seq, a.passage_p)
+            x, y = T.passage_windows(rng, sp, chapters, a.batch, seq, a.passage_p)
         else:
             x, y = T.windows(train, rng.randint(0, len(train) - seq, size=a.batch), seq)
         with torch.autocast("cpu", dtype=torch.bfloat16):

@@ -281,6 +281,26 @@ def windows(data, starts, seq):
     return torch.from_numpy(x.astype(np.int64)), torch.from_numpy(y.astype(np.int64))
 
 
+def passage_windows(rng, sp, chapters, batch, seq, p):
+    """Windows packed with whole passages: a random training chapter, a random first verse, a
+    geometric number of verses (mean 1/p), each passage after its own BOS, until the window is
+    full. Targets that are BOS are not scored (-100), so the model never learns to emit it.
+    Neighbouring passages are unrelated: attending across a boundary is useless, the situation in
+    which models learn to park idle heads on BOS (see assets/README.md, "Looking for sinks")."""
+    rows = []
+    for _ in range(batch):
+        w = []
+        while len(w) < seq + 1:
+            verses = chapters[rng.randint(len(chapters))]
+            k, first = rng.geometric(p), rng.randint(len(verses))
+            w += [BOS] + sp.encode("\n".join(verses[first:first + k]) + "\n")
+        rows.append(w[:seq + 1])
+    xs = torch.tensor(rows, dtype=torch.int64)
+    x, y = xs[:, :-1], xs[:, 1:].clone()
+    y[y == BOS] = -100  # F.cross_entropy's ignore_index
+    return x, y
+
+
 def mean_loss(model, data, starts, seq, batch=8, bf16=False):
     model.eval()
     total, count = 0.0, 0
@@ -389,6 +409,9 @@ def main():
     ap.add_argument("--batch", type=int, default=8, help="512-token windows per step")
     ap.add_argument("--lr", type=float, default=1.5e-3)
     ap.add_argument("--weight-decay", type=float, default=0.1, help="AdamW weight decay on matrices")
+    ap.add_argument("--data", choices=["windows", "passages"], default="windows",
+                    help="windows: BOS + 511 tokens at random offsets; passages: see passage_windows()")
+    ap.add_argument("--passage-p", type=float, default=0.25, help="geometric parameter of verses per passage")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--time-budget-min", type=float, default=34.0,
                     help="safety stop for the training loop on a loaded machine (0 = off); a stopped run is "
@@ -429,7 +452,8 @@ def main():
     raw = dump_bible(work)
     chapters = parse_chapters(raw)
     assert len(chapters) == 1189 and sum(len(v) for _, v in chapters) == 31102, "unexpected bible dump"
-    train_ch = ["\n".join(vs) for i, (_, vs) in enumerate(chapters) if i % 20 != 19]
+    train_verses = [vs for i, (_, vs) in enumerate(chapters) if i % 20 != 19]
+    train_ch = ["\n".join(vs) for vs in train_verses]
     held_ch = ["\n".join(vs) for i, (_, vs) in enumerate(chapters) if i % 20 == 19]
     train_text, held_text = "\n".join(train_ch) + "\n", "\n".join(held_ch) + "\n"
     for name, text in (("train.txt", train_text), ("heldout.txt", held_text)):
@@ -474,7 +498,10 @@ def main():
         lr = lr_at(step)
         for g in opt.param_groups:
             g["lr"] = lr
-        x, y = windows(train_ids, rng.randint(0, len(train_ids) - seq, size=batch), seq)
+        if args.data == "passages":
+            x, y = passage_windows(rng, sp, train_verses, batch, seq, args.passage_p)
+        else:
+            x, y = windows(train_ids, rng.randint(0, len(train_ids) - seq, size=batch), seq)
         with torch.autocast("cpu", dtype=torch.bfloat16):
             logits = model(x)
         loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
@@ -583,7 +610,10 @@ def main():
             "optimizer": "AdamW(betas 0.9/0.95, wd %g on matrices), peak lr %g, %d warmup steps, cosine to %g x peak, "
                          "grad clip 1.0" % (args.weight_decay, args.lr, warmup, min_ratio),
             "precision": "bfloat16 autocast matmuls, float32 weights/optimizer/softmax",
-            "data_order": "numpy RandomState(seed) window offsets; every window is BOS + 511 tokens",
+            "data_order": ("numpy RandomState(seed) window offsets; every window is BOS + 511 tokens" if args.data == "windows" else
+                           "numpy RandomState(seed) passages: random training chapter, random first verse, geometric(%g) "
+                           "verses, each passage after its own BOS, packed into 512-token windows; BOS targets not scored"
+                           % args.passage_p),
             "threads": args.threads, "torch": torch.__version__, "numpy": np.__version__,
             "train_loop_seconds": round(train_wall, 1), "wall_seconds": None,
         },
