@@ -9,22 +9,6 @@ namespace kvscope {
 
 namespace {
 
-#if defined(__AVX__)
-// reduce_lanes of four accumulators at once: three horizontal adds form, for each, (a0+a1),
-// (a2+a3), (a4+a5), (a6+a7), then their pairs, then low half + high half: the same tree, so the
-// same bits. In decode (one row) the reductions are a large share of the work.
-inline void reduce_lanes4(Lanes a, Lanes b, Lanes c, Lanes d, float* out0, float* out1, float* out2,
-                          float* out3) {
-    __m256 ab = _mm256_hadd_ps((__m256)a, (__m256)b), cd = _mm256_hadd_ps((__m256)c, (__m256)d);
-    __m256 abcd = _mm256_hadd_ps(ab, cd);
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
-    *out0 = s[0];
-    *out1 = s[1];
-    *out2 = s[2];
-    *out3 = s[3];
-}
-#endif
-
 // One tile of out = x * w^T: R input rows against W weight rows, R*W accumulators in registers,
 // each weight vector loaded once per R rows and each input vector once per W weight rows. Every
 // output element still sums in dot()'s order, so tiling changes speed, never results.
@@ -52,19 +36,13 @@ template <int R, int W>
                 acc[r][j] = mul_add(acc[r][j], vw[j], vx);
         }
     }
-#if defined(__AVX__)
     if constexpr (W == 4) {
         for (int r = 0; r < R; ++r) {
-            float* row = out + r * n_out + o;
-            reduce_lanes4(acc[r][0], acc[r][1], acc[r][2], acc[r][3], row, row + 1, row + 2,
-                          row + 3);
-            for (int j = 0; j < W; ++j)
-                for (int i = k8; i < k; ++i)  // the tail, after the tree, as reduce_lanes adds it
-                    row[j] += wr[j][i] * xr[r][i];
+            const float* const xs[4] = {xr[r], xr[r], xr[r], xr[r]};
+            reduce_lanes4(acc[r], wr, xs, k8, k, out + r * n_out + o);
         }
         return;
     }
-#endif
     for (int r = 0; r < R; ++r)
         for (int j = 0; j < W; ++j)
             out[r * n_out + o + j] = reduce_lanes(acc[r][j], wr[j], xr[r], k8, k);

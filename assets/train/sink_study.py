@@ -21,6 +21,9 @@ Data layouts (--data):
             geometric number of verses, mean 1/--passage-p), each after its own BOS; targets
             that are BOS are not scored. Unrelated neighbours make attention across a passage
             boundary useless, the situation in which real models learn to park heads on BOS.
+  shuffled  the same passages with one BOS at the start of the window only: a head that must
+            ignore the unrelated passages before its own has token 0 as the one fixed place to
+            park, at any distance.
 Results and what they mean: assets/README.md, "Attention structure".
 """
 import argparse
@@ -82,7 +85,7 @@ def main():
     ap.add_argument("--hidden", type=int, default=688)
     ap.add_argument("--rope-theta", type=float, default=10000.0)
     ap.add_argument("--untie", action="store_true", help="separate output matrix instead of tied embeddings")
-    ap.add_argument("--data", choices=["windows", "docbos", "numbered", "passages"], default="windows")
+    ap.add_argument("--data", choices=["windows", "docbos", "numbered", "passages", "shuffled"], default="windows")
     ap.add_argument("--passage-p", type=float, default=0.25, help="geometric parameter of verses per passage")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1234)
@@ -115,8 +118,8 @@ def main():
     for step in range(a.run):
         for g in opt.param_groups:
             g["lr"] = lr_at(step)
-        if a.data == "passages":
-            x, y = T.passage_windows(rng, sp, chapters, a.batch, seq, a.passage_p)
+        if a.data in ("passages", "shuffled"):
+            x, y = T.passage_windows(rng, sp, chapters, a.batch, seq, a.passage_p, bos_between=a.data == "passages")
         else:
             x, y = T.windows(train, rng.randint(0, len(train) - seq, size=a.batch), seq)
         with torch.autocast("cpu", dtype=torch.bfloat16):

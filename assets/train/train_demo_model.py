@@ -281,19 +281,20 @@ def windows(data, starts, seq):
     return torch.from_numpy(x.astype(np.int64)), torch.from_numpy(y.astype(np.int64))
 
 
-def passage_windows(rng, sp, chapters, batch, seq, p):
+def passage_windows(rng, sp, chapters, batch, seq, p, bos_between=True):
     """Windows packed with whole passages: a random training chapter, a random first verse, a
-    geometric number of verses (mean 1/p), each passage after its own BOS, until the window is
-    full. Targets that are BOS are not scored (-100), so the model never learns to emit it.
+    geometric number of verses (mean 1/p), each passage after its own BOS (or, with bos_between
+    False, one BOS at the start of the window only), until the window is full. Targets that are
+    BOS are not scored (-100), so the model never learns to emit it.
     Neighbouring passages are unrelated: attending across a boundary is useless, the situation in
     which models learn to park idle heads on BOS (see assets/README.md, "Looking for sinks")."""
     rows = []
     for _ in range(batch):
-        w = []
+        w = [] if bos_between else [BOS]
         while len(w) < seq + 1:
             verses = chapters[rng.randint(len(chapters))]
             k, first = rng.geometric(p), rng.randint(len(verses))
-            w += [BOS] + sp.encode("\n".join(verses[first:first + k]) + "\n")
+            w += ([BOS] if bos_between else []) + sp.encode("\n".join(verses[first:first + k]) + "\n")
         rows.append(w[:seq + 1])
     xs = torch.tensor(rows, dtype=torch.int64)
     x, y = xs[:, :-1], xs[:, 1:].clone()
