@@ -110,7 +110,8 @@ Status LiveController::add_prompt(const std::string& text, int max_tokens) {
 }
 
 std::string LiveController::describe() const {
-    return "live: " + model_path_for_recording(model_->path) + " (" + model_->format + ", CPU)\nworkload: " + workload_name_;
+    return "live: " + model_path_for_recording(model_->path) + " (" + model_->format +
+           ", CPU)\nworkload: " + workload_name_;
 }
 
 }  // namespace kvscope::app

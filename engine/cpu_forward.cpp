@@ -1,8 +1,7 @@
 #include "engine/cpu_forward.h"
 
-#include <chrono>
-
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 

@@ -41,11 +41,11 @@ template <int R, int W>
             const float* const xs[4] = {xr[r], xr[r], xr[r], xr[r]};
             reduce_lanes4(acc[r], wr, xs, k8, k, out + r * n_out + o);
         }
-        return;
+    } else {
+        for (int r = 0; r < R; ++r)
+            for (int j = 0; j < W; ++j)
+                out[r * n_out + o + j] = reduce_lanes(acc[r][j], wr[j], xr[r], k8, k);
     }
-    for (int r = 0; r < R; ++r)
-        for (int j = 0; j < W; ++j)
-            out[r * n_out + o + j] = reduce_lanes(acc[r][j], wr[j], xr[r], k8, k);
 }
 
 // Rows [0, R) of x against weight rows [begin, end): tiles of W, the last few one by one.

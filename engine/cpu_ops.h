@@ -32,11 +32,15 @@ inline Lanes mul_add(Lanes acc, Lanes a, Lanes b) {
     return acc + a * b;
 #endif
 }
-inline float reduce_lanes(Lanes a, const float* x, const float* y, int tail_begin, int n) {
-    float sum = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+// The elements past the last full 8 (n % 8 of them), added one by one after the lanes' tree.
+inline float add_tail(float sum, const float* x, const float* y, int tail_begin, int n) {
     for (int i = tail_begin; i < n; ++i)
         sum += x[i] * y[i];
     return sum;
+}
+inline float reduce_lanes(Lanes a, const float* x, const float* y, int tail_begin, int n) {
+    float sum = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+    return add_tail(sum, x, y, tail_begin, n);
 }
 
 // Every dot product in the engine, whichever path computes it, sums in exactly this order:
@@ -61,12 +65,8 @@ inline void reduce_lanes4(const Lanes acc[4], const float* const x[4], const flo
     __m256 cd = _mm256_hadd_ps((__m256)acc[2], (__m256)acc[3]);
     __m256 abcd = _mm256_hadd_ps(ab, cd);
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
-    for (int j = 0; j < 4; ++j) {
-        float sum = s[j];
-        for (int i = tail_begin; i < n; ++i)
-            sum += x[j][i] * y[j][i];
-        out[j] = sum;
-    }
+    for (int j = 0; j < 4; ++j)
+        out[j] = add_tail(s[j], x[j], y[j], tail_begin, n);
 #else
     for (int j = 0; j < 4; ++j)
         out[j] = reduce_lanes(acc[j], x[j], y[j], tail_begin, n);

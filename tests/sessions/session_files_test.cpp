@@ -55,9 +55,7 @@ void sql(const std::string& path, const std::string& statement) {
 
 class SessionFiles : public ::testing::Test {
   protected:
-    void SetUp() override {
-        dir_ = test::temp_dir();
-    }
+    void SetUp() override { dir_ = test::temp_dir(); }
     std::string dir_;
 };
 
