@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "app/commands.h"
+#include "base/output_file.h"
 #include "sessions/export.h"
 #include "sessions/session_reader.h"
 
@@ -11,6 +12,7 @@ namespace kvscope::app {
 namespace {
 struct ExportOptions {
     std::string path, format, out;
+    bool force = false;
 };
 }  // namespace
 
@@ -23,12 +25,17 @@ Command register_export(CLI::App& cli) {
         ->required()
         ->check(CLI::IsMember({"perfetto", "csv"}));
     sub->add_option("--out", o->out, "Output file")->required();
+    add_force_flag(*sub, o->force);
     return {sub, [o] {
+                if (check_output(o->out, o->force, {o->path})) return 1;
                 auto reader = SessionReader::open(o->path);
                 if (!reader) return fail(reader.error().message);
-                Status s = o->format == "perfetto" ? export_perfetto(**reader, o->out)
-                                                   : export_csv(**reader, o->out);
+                auto out = OutputFile::create(o->out, {.force = o->force, .inputs = {o->path}});
+                if (!out) return fail(out.error().message);
+                Status s = o->format == "perfetto" ? export_perfetto(**reader, (*out)->stream())
+                                                   : export_csv(**reader, (*out)->stream());
                 if (!s) return fail(s.error().message);
+                if (Status c = (*out)->commit(); !c) return fail(c.error().message);
                 std::fprintf(stderr, "kvscope: wrote %s\n", o->out.c_str());
                 return 0;
             }};

@@ -27,10 +27,12 @@ struct GenerateOptions {
     int32_t block_size = 16;
     int32_t threads = 0;
     std::string record;
+    bool force = false;
     std::string capture_attention;
 };
 
 int run_generate(const GenerateOptions& o) {
+    if (check_output(o.record, o.force, {o.model})) return 1;
     auto loaded = load_model(o.model);
     if (!loaded) return fail(loaded.error().message);
     auto model = std::make_shared<const LoadedModel>(std::move(loaded).value());
@@ -54,7 +56,7 @@ int run_generate(const GenerateOptions& o) {
 
     std::unique_ptr<Recorder> recorder;
     if (!o.record.empty()) {
-        auto rec = start_recording(o.record, **engine, "paged", "{}");
+        auto rec = start_recording(o.record, **engine, "paged", "{}", o.force);
         if (!rec) return fail(rec.error().message);
         recorder = std::move(rec).value();
     }
@@ -117,6 +119,7 @@ Command register_generate(CLI::App& cli) {
         ->check(CLI::Range(0, 1024))
         ->capture_default_str();
     sub->add_option("--record", o->record, "Record the run to a session file (.kvs)");
+    add_force_flag(*sub, o->force);
     sub->add_option("--capture-attention", o->capture_attention,
                     "Record attention rows: all | none | LAYER:HEAD,... ('*' for any)");
     sub->get_option("--prompt")->excludes("--prompt-ids");

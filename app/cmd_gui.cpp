@@ -49,6 +49,7 @@ void add_window_flags(CLI::App& sub, ui::WindowOptions& w) {
         ->check(CLI::Range(0.5f, 4.0f));
     sub.add_option("--frame-stats", w.frame_stats_path,
                    "At exit, write per-frame times, draw calls and vertices (JSON) here");
+    add_force_flag(sub, w.force);
 }
 
 // The demo the GUI opens with: a chat workload that shares prompts and fills the pool.
@@ -64,6 +65,7 @@ int run_gui(GuiOptions& o) {
     if (o.backend != "cpu")
         return fail("--backend " + o.backend +
                     " is not available in this build: the CPU backend is the only one so far");
+    if (o.record && check_output(o.record_path, o.window.force, {o.model, o.workload})) return 1;
     auto loaded = load_model(o.model);
     if (!loaded) {
         // The window still opens, with the reason on screen.
@@ -94,6 +96,7 @@ int run_gui(GuiOptions& o) {
     s.capture_attention = o.serving.capture_attention;
     s.record = o.record;
     s.record_path = o.record_path;
+    s.record_force = o.window.force;
     auto live = LiveController::create(model, std::move(requests), name, s, o.serving.threads);
     if (!live) {
         o.window.startup_error = live.error().message;

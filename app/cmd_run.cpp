@@ -1,6 +1,5 @@
 // `kvscope run`: serves a workload to completion with the continuous-batching scheduler.
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -8,6 +7,7 @@
 #include "app/model_paths.h"
 #include "app/recording.h"
 #include "app/serving_flags.h"
+#include "base/output_file.h"
 #include "engine/model_loader.h"
 #include "engine/scheduler.h"
 #include "engine/workload.h"
@@ -21,6 +21,7 @@ struct RunOptions {
     ServingFlags serving;
     std::string summary_json;
     std::string record;
+    bool force = false;
 };
 
 nlohmann::json summary_to_json(const ServingSummary& s) {
@@ -48,6 +49,10 @@ nlohmann::json summary_to_json(const ServingSummary& s) {
 }
 
 int run_serving(const RunOptions& o) {
+    if (!o.record.empty() && o.record == o.summary_json)
+        return fail("--record and --summary-json name the same file, " + o.record);
+    for (const std::string& out : {o.record, o.summary_json})
+        if (check_output(out, o.force, {o.model, o.workload})) return 1;
     auto loaded = load_model(o.model);
     if (!loaded) return fail(loaded.error().message);
     auto model = std::make_shared<const LoadedModel>(std::move(loaded).value());
@@ -57,7 +62,8 @@ int run_serving(const RunOptions& o) {
     if (!engine) return fail(engine.error().message);
     std::unique_ptr<Recorder> recorder;
     if (!o.record.empty()) {
-        auto rec = start_recording(o.record, **engine, o.serving.allocator, o.serving.to_json());
+        auto rec =
+            start_recording(o.record, **engine, o.serving.allocator, o.serving.to_json(), o.force);
         if (!rec) return fail(rec.error().message);
         recorder = std::move(rec).value();
     }
@@ -92,9 +98,9 @@ int run_serving(const RunOptions& o) {
     double overhead = s.seconds > 0 ? s.schedule_seconds / s.seconds : 0.0;
     std::printf("scheduler overhead  %.2f%% of step time\n", 100 * overhead);
     if (!o.summary_json.empty()) {
-        std::ofstream f(o.summary_json);
-        f << summary_to_json(s).dump(2) << "\n";
-        if (!f.flush()) return fail("cannot write " + o.summary_json);
+        Status w = write_output_file(o.summary_json, summary_to_json(s).dump(2) + "\n",
+                                     {.force = o.force, .inputs = {o.model, o.workload}});
+        if (!w) return fail(w.error().message);
     }
     return 0;
 }
@@ -110,6 +116,7 @@ Command register_run(CLI::App& cli) {
     add_serving_flags(*sub, o->serving);
     sub->add_option("--summary-json", o->summary_json, "Write the summary as JSON here");
     sub->add_option("--record", o->record, "Record the run to a session file (.kvs)");
+    add_force_flag(*sub, o->force);
     return {sub, [o] { return run_serving(*o); }};
 }
 

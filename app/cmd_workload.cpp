@@ -1,10 +1,10 @@
 // `kvscope workload`: writes a generated workload (JSONL) for a model.
 #include <cstdio>
-#include <fstream>
 #include <memory>
 
 #include "app/commands.h"
 #include "app/model_paths.h"
+#include "base/output_file.h"
 #include "engine/model_loader.h"
 #include "engine/workload.h"
 #include "engine/workload_generator.h"
@@ -18,9 +18,11 @@ struct WorkloadOptions {
     int32_t requests = 100;
     uint64_t seed = 1;
     std::string out;
+    bool force = false;
 };
 
 int run_workload(const WorkloadOptions& o) {
+    if (check_output(o.out, o.force, {o.model})) return 1;
     auto kind = parse_workload_kind(o.kind);
     if (!kind) return fail(kind.error().message);
     auto model = load_model(o.model);
@@ -34,10 +36,8 @@ int run_workload(const WorkloadOptions& o) {
         std::fwrite(text.data(), 1, text.size(), stdout);
         return 0;
     }
-    std::ofstream f(o.out, std::ios::binary);
-    if (!f) return fail("cannot write " + o.out);
-    f << text;
-    if (!f.flush()) return fail("cannot write " + o.out);
+    Status w = write_output_file(o.out, text, {.force = o.force, .inputs = {o.model}});
+    if (!w) return fail(w.error().message);
     std::fprintf(stderr, "kvscope: wrote %zu requests to %s\n", reqs.size(), o.out.c_str());
     return 0;
 }
@@ -57,6 +57,7 @@ Command register_workload(CLI::App& cli) {
         ->capture_default_str();
     sub->add_option("--seed", o->seed, "Seed")->capture_default_str();
     sub->add_option("--out", o->out, "Output file (stdout without it)");
+    add_force_flag(*sub, o->force);
     return {sub, [o] { return run_workload(*o); }};
 }
 

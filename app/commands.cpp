@@ -3,7 +3,19 @@
 #include <cstdio>
 #include <exception>
 
+#include "base/output_file.h"
+
 namespace kvscope::app {
+
+void add_force_flag(CLI::App& sub, bool& force) {
+    sub.add_flag("--force", force, "Replace output files that already exist");
+}
+
+int check_output(const std::string& path, bool force, const std::vector<std::string>& inputs) {
+    if (path.empty()) return 0;
+    Status s = check_output_path(path, {.force = force, .inputs = inputs});
+    return s ? 0 : fail(s.error().message);
+}
 
 int fail(const std::string& message) {
     std::fprintf(stderr, "kvscope: error: %s\n", message.c_str());

@@ -35,6 +35,12 @@ struct GuiCommands {
 };
 GuiCommands register_gui(CLI::App& cli);
 
+// `--force`: the command may replace files that exist at its output paths.
+void add_force_flag(CLI::App& sub, bool& force);
+// Refuses an output path before any work is done (it exists and no --force, it is one of the
+// command's inputs, its folder is missing...). Returns 0, or 1 with the message printed.
+int check_output(const std::string& path, bool force, const std::vector<std::string>& inputs);
+
 // Prints "kvscope: error: <message>" on stderr and returns 1.
 int fail(const std::string& message);
 // The same for a usage mistake CLI11 cannot see (a missing either/or option); returns 2.

@@ -3,9 +3,11 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "app/model_paths.h"
 #include "app/recording.h"
+#include "base/output_file.h"
 #include "engine/attention_spec.h"
 #include "engine/tokenizer.h"
 
@@ -26,8 +28,8 @@ Result<std::unique_ptr<LiveController>> LiveController::create(
 
 LiveController::~LiveController() {
     scheduler_.reset();
+    reader_.reset();  // before the recorder finishes the file, which wants it to itself
     if (recorder_) (void)recorder_->close();
-    reader_.reset();
     if (!settings_.record && !session_path_.empty()) {
         std::error_code ec;
         std::filesystem::remove(session_path_, ec);
@@ -35,8 +37,8 @@ LiveController::~LiveController() {
 }
 
 Status LiveController::start() {
-    if (recorder_) (void)recorder_->close();
     reader_.reset();
+    if (recorder_) (void)recorder_->close();
     scheduler_.reset();
     if (!settings_.record && !session_path_.empty()) {
         std::error_code ec;
@@ -57,17 +59,23 @@ Status LiveController::start() {
     auto capture = parse_attention_spec(settings_.capture_attention, model_->config);
     if (!capture) return capture.error();
     so.capture_attention = capture.value();
-    session_path_ = settings_.record ? settings_.record_path
-                                     : (std::filesystem::temp_directory_path() /
-                                        ("kvscope-live-" + std::to_string(getpid()) + ".kvs"))
-                                           .string();
-    auto rec = start_recording(session_path_, *engine_, settings_.allocator,
-                               "{\"workload\":\"" + workload_name_ + "\"}");
+    problem_.clear();
+    // The first run may replace a file at the record path when forced; a restart's run never
+    // replaces the one before it.
+    bool replace = settings_.record_force && starts_++ == 0;
+    session_path_ = !settings_.record ? (std::filesystem::temp_directory_path() /
+                                         ("kvscope-live-" + std::to_string(getpid()) + ".kvs"))
+                                            .string()
+                    : replace ? settings_.record_path
+                              : first_free_path(settings_.record_path);
+    nlohmann::json options = {{"workload", workload_name_}};
+    auto rec = start_recording(session_path_, *engine_, settings_.allocator, options.dump(),
+                               replace || !settings_.record);
     if (!rec) return rec.error();
     recorder_ = std::move(rec).value();
     scheduler_ = std::make_unique<Scheduler>(*engine_, so, workload_);
     if (Status s = recorder_->flush(); !s) return s;
-    auto reader = SessionReader::open(session_path_);
+    auto reader = SessionReader::open(recorder_->recording_path());
     if (!reader) return reader.error();
     reader_ = std::move(reader).value();
     return {};
@@ -82,7 +90,9 @@ int LiveController::step(int n) {
     int ran = 0;
     for (; ran < n && scheduler_->step(); ++ran) {
     }
-    (void)sync();
+    if (Status s = sync(); !s && problem_.empty()) problem_ = s.error().message;
+    if (scheduler_->stopped_by_probe() && problem_.empty())
+        problem_ = "the recording stopped: " + recorder_->flush().error().message;
     return ran;
 }
 

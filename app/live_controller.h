@@ -32,6 +32,8 @@ class LiveController : public Controller {
     const LiveSettings& settings() const override { return settings_; }
     SessionReader& session() override { return *reader_; }
     std::string describe() const override;
+    std::string recording_path() const override { return settings_.record ? session_path_ : ""; }
+    std::string problem() const override { return problem_; }
 
   private:
     LiveController() = default;
@@ -49,6 +51,8 @@ class LiveController : public Controller {
     std::unique_ptr<Recorder> recorder_;
     std::unique_ptr<SessionReader> reader_;
     int added_ = 0;
+    int starts_ = 0;
+    std::string problem_;
 };
 
 }  // namespace kvscope::app

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "base/result.h"
 #include "engine/model_loader.h"
-#include "probes/result.h"
 
 namespace kvscope::app {
 

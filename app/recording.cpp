@@ -35,8 +35,10 @@ RunInfo run_info_for(Engine& engine, const std::string& allocator,
 
 Result<std::unique_ptr<Recorder>> start_recording(const std::string& path, Engine& engine,
                                                   const std::string& allocator,
-                                                  const std::string& options_json) {
-    auto rec = Recorder::create(path, run_info_for(engine, allocator, options_json));
+                                                  const std::string& options_json, bool force) {
+    RecorderOptions options;
+    options.replace_existing = force;
+    auto rec = Recorder::create(path, run_info_for(engine, allocator, options_json), options);
     if (!rec) return rec.error();
     engine.reporter().probe = rec->get();
     return rec;

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "probes/result.h"
+#include "base/result.h"
 
 namespace kvscope::app {
 

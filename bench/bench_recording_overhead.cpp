@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
             if (!engine) return 1;
             std::unique_ptr<Recorder> rec;
             if (m.record) {
-                auto started = app::start_recording(file, **engine, "paged", "{}");
+                auto started = app::start_recording(file, **engine, "paged", "{}", /*force=*/true);
                 if (!started) {
                     std::fprintf(stderr, "%s\n", started.error().message.c_str());
                     return 1;

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "base/result.h"
 #include "engine/model_config.h"
-#include "probes/result.h"
 
 namespace kvscope {
 

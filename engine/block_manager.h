@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "base/result.h"
 #include "engine/block_pool.h"
 #include "engine/reporter.h"
-#include "probes/result.h"
 
 namespace kvscope {
 

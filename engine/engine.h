@@ -6,13 +6,13 @@
 #include <memory>
 #include <vector>
 
+#include "base/result.h"
 #include "engine/block_manager.h"
 #include "engine/cpu_forward.h"
 #include "engine/kv_cache.h"
 #include "engine/model_loader.h"
 #include "engine/reporter.h"
 #include "engine/thread_pool.h"
-#include "probes/result.h"
 
 namespace kvscope {
 

@@ -25,8 +25,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/result.h"
 #include "engine/gguf_tensor_type.h"
-#include "probes/result.h"
 
 namespace kvscope {
 

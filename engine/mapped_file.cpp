@@ -1,38 +1,24 @@
 #include "engine/mapped_file.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <new>
+
+#include "base/input_file.h"
 
 namespace kvscope {
 
-namespace {
-// Closes the descriptor on every path out of open(); the mapping does not need it.
-struct FdCloser {
-    int fd;
-    ~FdCloser() {
-        if (fd >= 0) ::close(fd);
-    }
-};
-}  // namespace
-
 Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return Error{path + ": cannot open: " + std::strerror(errno)};
-    FdCloser closer{fd};
+    auto fd = open_input_file(path, "model file");
+    if (!fd) return fd.error();
     struct stat st {};
-    if (fstat(fd, &st) != 0) return Error{path + ": cannot stat: " + std::strerror(errno)};
-    if (S_ISDIR(st.st_mode)) return Error{path + ": is a directory, not a model file"};
-    if (!S_ISREG(st.st_mode)) return Error{path + ": not a regular file"};
+    if (fstat(fd->get(), &st) != 0) return Error{path + ": cannot stat: " + errno_text(errno)};
     if (st.st_size <= 0) return Error{path + ": the file is empty"};
     const auto size = static_cast<size_t>(st.st_size);
-    void* p = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) return Error{path + ": cannot map: " + std::strerror(errno)};
+    void* p = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd->get(), 0);
+    if (p == MAP_FAILED) return Error{path + ": cannot map: " + errno_text(errno)};
     std::unique_ptr<MappedFile> m(new (std::nothrow) MappedFile());
     if (!m) {
         munmap(p, size);

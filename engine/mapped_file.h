@@ -8,7 +8,7 @@
 #include <span>
 #include <string>
 
-#include "probes/result.h"
+#include "base/result.h"
 
 namespace kvscope {
 

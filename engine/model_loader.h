@@ -7,9 +7,9 @@
 #include <optional>
 #include <string>
 
+#include "base/result.h"
 #include "model_config.h"
 #include "model_weights.h"
-#include "probes/result.h"
 #include "tokenizer.h"
 
 namespace kvscope {

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/result.h"
 #include "engine/engine.h"
-#include "probes/result.h"
 
 namespace kvscope {
 

@@ -1,3 +1,3 @@
 #pragma once
 // Result<T> lives in probes/ (the bottom layer) so every layer can return errors as values.
-#include "probes/result.h"
+#include "base/result.h"

@@ -367,6 +367,10 @@ void Scheduler::fork_children(Sequence& parent, const float* logits) {
 
 bool Scheduler::step() {
     Reporter& rep = engine_.reporter();
+    if (rep.on() && rep.probe->failed()) {
+        stopped_by_probe_ = true;
+        return false;
+    }
     rep.step = step_;
     auto t_schedule = clock::now();
     admit_arrivals();

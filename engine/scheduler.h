@@ -96,8 +96,10 @@ class Scheduler {
     void add_request(Request r);
 
     bool done() const;
-    // One engine iteration. Returns false when nothing was left to do.
+    // One engine iteration. Returns false when nothing was left to do, or when the probe
+    // failed (a recording that can no longer be written: see stopped_by_probe()).
     bool step();
+    bool stopped_by_probe() const { return stopped_by_probe_; }
     ServingSummary run_to_completion();
 
     int64_t current_step() const { return step_; }
@@ -135,6 +137,7 @@ class Scheduler {
     size_t next_arrival_ = 0;
     std::vector<size_t> arrival_order_;
     int64_t step_ = 0;
+    bool stopped_by_probe_ = false;
     int32_t host_blocks_used_ = 0;
     std::function<void(const Sequence&, int32_t)> on_token_;
 

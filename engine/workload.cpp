@@ -1,10 +1,10 @@
 #include "engine/workload.h"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
+#include "base/input_file.h"
 #include "engine/tokenizer.h"
 
 namespace kvscope {
@@ -146,11 +146,9 @@ Result<std::vector<Request>> parse_workload(std::string_view text, const std::st
 
 Result<std::vector<Request>> load_workload(const std::string& path, const Tokenizer* tokenizer,
                                            int32_t vocab_size) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) return Error{path + ": cannot open the workload file"};
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return parse_workload(ss.str(), path, tokenizer, vocab_size);
+    auto text = read_input_file(path, "workload", kMaxWorkloadBytes);
+    if (!text) return text.error();
+    return parse_workload(text.value(), path, tokenizer, vocab_size);
 }
 
 std::string request_to_json(const Request& r, const std::string& prompt_text) {

@@ -8,12 +8,15 @@
 #include <string_view>
 #include <vector>
 
+#include "base/result.h"
 #include "engine/request.h"
-#include "probes/result.h"
 
 namespace kvscope {
 
 class Tokenizer;
+
+// Larger workload files are refused before they are read.
+inline constexpr size_t kMaxWorkloadBytes = size_t{1} << 30;
 
 // Parses the whole file; the first bad line fails it ("workload.jsonl:7: unknown field
 // 'max_token' (did you mean max_tokens?)"). A text prompt needs a tokenizer.

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "base/result.h"
 #include "engine/request.h"
-#include "probes/result.h"
 
 namespace kvscope {
 

@@ -62,4 +62,10 @@ void ProbeFanout::emit(Event&& event) {
     }
 }
 
+bool ProbeFanout::failed() const {
+    for (int i = 0; i < count_; ++i)
+        if (probes_[i]->failed()) return true;
+    return false;
+}
+
 }  // namespace kvscope

@@ -12,6 +12,9 @@ class Probe {
     // Called on the engine thread; must not block on I/O (the recorder queues and returns).
     // The probe assigns seq_no and fills t_ns when it is 0.
     virtual void emit(Event&& event) = 0;
+    // True once the probe can no longer take events (a recorder whose disk filled up): the
+    // scheduler then stops the run at the next step rather than go on unrecorded.
+    virtual bool failed() const { return false; }
 };
 
 // Fans one stream out to several probes (recorder + live Timeline, say).
@@ -19,6 +22,7 @@ class ProbeFanout : public Probe {
   public:
     void add(Probe* p) { probes_[count_++] = p; }
     void emit(Event&& event) override;
+    bool failed() const override;
 
   private:
     Probe* probes_[4] = {};

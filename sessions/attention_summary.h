@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "probes/result.h"
+#include "base/result.h"
 #include "sessions/session_reader.h"
 
 namespace kvscope {

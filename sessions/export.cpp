@@ -1,24 +1,14 @@
 #include "sessions/export.h"
 
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
+#include <ostream>
 
 #include "sessions/session_reader.h"
 
 namespace kvscope {
 
-namespace {
-Status write_text(const std::string& path, const std::string& text) {
-    std::ofstream f(path, std::ios::binary);
-    if (!f) return Error{"cannot write " + path};
-    f << text;
-    if (!f.flush()) return Error{"cannot write " + path};
-    return {};
-}
-}  // namespace
-
-Status export_perfetto(SessionReader& reader, const std::string& out_path) {
+Status export_perfetto(SessionReader& reader, std::ostream& out) {
     using json = nlohmann::json;
     const auto& steps = reader.steps();
     int64_t t0 = steps.empty() ? 0 : steps.front().t_begin_ns;
@@ -115,10 +105,11 @@ Status export_perfetto(SessionReader& reader, const std::string& out_path) {
                  {{"session", reader.path()},
                   {"num_blocks", reader.info().num_blocks},
                   {"block_size", reader.info().block_size}}}};
-    return write_text(out_path, doc.dump());
+    out << doc.dump();
+    return {};
 }
 
-Status export_csv(SessionReader& reader, const std::string& out_path) {
+Status export_csv(SessionReader& reader, std::ostream& out_stream) {
     std::string out =
         "step,t_begin_ns,step_seconds,running,waiting,swapped,prefill_tokens,decode_tokens,blocks_"
         "used,"
@@ -134,7 +125,8 @@ Status export_csv(SessionReader& reader, const std::string& out_path) {
             s.utilization, s.prefix_hit_rate);
         out += line;
     }
-    return write_text(out_path, out);
+    out_stream << out;
+    return {};
 }
 
 }  // namespace kvscope

@@ -2,15 +2,16 @@
 // Exports a session into formats other tools open: Chrome/Perfetto trace-event JSON (steps,
 // phases, kernels, counter tracks) and CSV of the per-step metrics.
 
-#include <string>
+#include <ostream>
 
-#include "probes/result.h"
+#include "base/result.h"
 
 namespace kvscope {
 
 class SessionReader;
 
-Status export_perfetto(SessionReader& reader, const std::string& out_path);
-Status export_csv(SessionReader& reader, const std::string& out_path);
+// Each writes its whole document to `out`; the caller decides where that goes (an OutputFile).
+Status export_perfetto(SessionReader& reader, std::ostream& out);
+Status export_csv(SessionReader& reader, std::ostream& out);
 
 }  // namespace kvscope

@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -10,6 +11,9 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "base/file_lock.h"
+#include "base/input_file.h"
+#include "base/output_file.h"
 #include "sessions/event_codec.h"
 #include "sessions/session_schema.h"
 #include "sessions/sqlite_util.h"
@@ -39,19 +43,57 @@ Recorder::Recorder(std::string path, const RecorderOptions& options)
 
 Result<std::unique_ptr<Recorder>> Recorder::create(const std::string& path, const RunInfo& info,
                                                    const RecorderOptions& options) {
-    std::error_code ec;
-    std::filesystem::remove(path, ec);
-    std::filesystem::remove(path + "-wal", ec);
-    std::filesystem::remove(path + "-shm", ec);
+    if (Status s = check_output_path(path, {.force = options.replace_existing}); !s)
+        return s.error();
+    if (is_stream_target(path))
+        return Error{"cannot record to " + path + ": a session must be a regular file"};
     std::unique_ptr<Recorder> r(new Recorder(path, options));
+    r->part_path_ = path + ".part";
+    const std::string& part = r->part_path_;
+    auto locked = lock_file(part, /*create=*/true);
+    if (!locked) {
+        const std::string& m = locked.error().message;
+        if (m.find("another kvscope") != std::string::npos)
+            return Error{"another kvscope is recording to " + path + " right now (" + part +
+                         " is locked)"};
+        return locked.error();
+    }
+    r->part_lock_ = std::move(locked->fd);
+    std::error_code ec;
+    struct stat st {};
+    bool leftover = !locked->created && ((fstat(r->part_lock_.get(), &st) == 0 && st.st_size > 0) ||
+                                         std::filesystem::exists(part + "-wal", ec));
+    if (leftover && !options.replace_existing)
+        return Error{part +
+                     " is left from a recording that did not finish: recover it with "
+                     "`kvscope check --repair " +
+                     part +
+                     "`, move it away, or pass --force "
+                     "to discard it"};
+    // Ours now (locked; fresh, or a leftover the user asked to discard).
+    std::filesystem::remove(part + "-wal", ec);
+    std::filesystem::remove(part + "-shm", ec);
+    if (ftruncate(r->part_lock_.get(), 0) != 0)
+        return Error{"cannot write " + part + ": " + errno_text(errno)};
+    // From here on a failure removes the part file again: it holds nothing of the user's.
+    struct RemovePartOnFailure {
+        Recorder* r;
+        ~RemovePartOnFailure() {
+            if (!r) return;
+            r->db_->db = {};
+            std::error_code e;
+            for (const char* suffix : {"-wal", "-shm", ""})
+                std::filesystem::remove(r->part_path_ + suffix, e);
+        }
+    } cleanup{r.get()};
+
     Db& d = *r->db_;
-    auto opened = SqliteDb::open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    auto opened = SqliteDb::open(part, SQLITE_OPEN_READWRITE);
     if (!opened) return opened.error();
     d.db = std::move(opened).value();
-    for (const char* sql :
-         {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA page_size=8192"}) {
-        if (Status s = d.db.exec(sql); !s) return s.error();
-    }
+    // Schema and metadata are committed to the main file before WAL begins, so the file alone
+    // is a session from the first moment (a copy taken mid-run without its -wal still opens).
+    if (Status s = d.db.exec("PRAGMA page_size=8192"); !s) return s.error();
     if (Status s = d.db.exec("BEGIN"); !s) return s.error();
     if (Status s = d.db.exec(kSessionSchemaSql); !s) return s.error();
     nlohmann::json run = {
@@ -79,6 +121,8 @@ Result<std::unique_ptr<Recorder>> Recorder::create(const std::string& path, cons
     if (Status s = d.db.exec("PRAGMA user_version=" + std::to_string(kSessionSchemaVersion)); !s)
         return s.error();
     if (Status s = d.db.exec("COMMIT"); !s) return s.error();
+    for (const char* sql : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL"})
+        if (Status s = d.db.exec(sql); !s) return s.error();
     auto prep = [&](SqliteStatement& st, const char* sql) -> Status {
         auto p = d.db.prepare(sql);
         if (!p) return p.error();
@@ -100,6 +144,7 @@ Result<std::unique_ptr<Recorder>> Recorder::create(const std::string& path, cons
         return s.error();
     r->state_ = TimelineState(info);
     r->writer_ = std::thread([p = r.get()] { p->writer_loop(); });
+    cleanup.r = nullptr;
     return r;
 }
 
@@ -137,13 +182,44 @@ Status Recorder::close() {
     db_->insert_keyframe = {};
     db_->insert_string = {};
     db_->insert_attention = {};
-    if (error_.ok()) error_ = db_->db.exec(kSessionIndexSql);
-    if (error_.ok()) (void)db_->db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
-    // A finished recording is one self-contained file: readers (read-only) then leave no -wal or
-    // -shm beside it. A recording cut off by a crash stays in WAL mode, which readers handle.
-    if (error_.ok()) (void)db_->db.exec("PRAGMA journal_mode=DELETE");
+    if (error_.ok()) error_ = finish_file();
     db_->db = {};
+    if (!error_.ok()) {
+        error_ = Error{error_.error().message + "; what was recorded up to step " +
+                       std::to_string(last_step_written()) + " is in " + part_path_ +
+                       " (`kvscope check --repair " + part_path_ + "`)"};
+    }
+    part_lock_.reset();
     return error_;
+}
+
+// The attention index, the WAL folded into the file, journal DELETE (readers then leave no
+// -wal or -shm), the step count read back; then the rename that makes it the user's file.
+Status Recorder::finish_file() {
+    SqliteDb& db = db_->db;
+    if (Status s = db.exec(kSessionIndexSql); !s) return s;
+    auto checkpoint = db.prepare("PRAGMA wal_checkpoint(TRUNCATE)");
+    if (!checkpoint) return checkpoint.error();
+    Status err;
+    if (!checkpoint->next(err) || checkpoint->column_int(0) != 0)
+        return err.ok() ? db.error("cannot fold the write-ahead log into the file") : err;
+    checkpoint.value() = {};
+    // Everything is in the main file now. Leaving WAL mode fails while another program has
+    // the file open (a second kvscope watching it); the file is complete either way, and the
+    // empty -wal goes when that program closes it.
+    (void)db.exec("PRAGMA journal_mode=DELETE");
+    auto count = db.prepare("SELECT count(*), coalesce(max(step), -1) FROM step");
+    if (!count) return count.error();
+    if (!count->next(err)) return err.ok() ? db.error("cannot read the steps back") : err;
+    if (count->column_int(0) != steps_written_ || count->column_int(1) != last_step_written())
+        return Error{part_path_ + ": read back " + std::to_string(count->column_int(0)) +
+                     " steps, wrote " + std::to_string(steps_written_)};
+    count.value() = {};
+    db = {};
+    if (::rename(part_path_.c_str(), path_.c_str()) != 0)
+        return Error{"cannot rename " + part_path_ + " to " + path_ + ": " + errno_text(errno)};
+    sync_parent_folder(path_);
+    return {};
 }
 
 uint64_t Recorder::events_written() const {
@@ -182,7 +258,10 @@ void Recorder::writer_loop() {
         }
         batch.clear();
         std::lock_guard lock(mutex_);
-        if (!s.ok() && error_.ok()) error_ = s;
+        if (!s.ok() && error_.ok()) {
+            error_ = s;
+            failed_.store(true, std::memory_order_relaxed);
+        }
         if (final) committed_seq_ = taken;
         flushed_.notify_all();
         if (stopping) return;
@@ -262,6 +341,8 @@ Status Recorder::write_step(std::vector<Event>& events) {
     if (Status s = st.step_done(); !s) return s;
     st.reset();
     written_ += events.size();
+    ++steps_written_;
+    last_step_written_.store(sum.step);
     events_since_keyframe_ += static_cast<int64_t>(events.size());
     if (events_since_keyframe_ >= options_.keyframe_events) {
         auto blob = state_.serialize();

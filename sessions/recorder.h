@@ -3,7 +3,13 @@
 // queues it, and returns at once; a writer thread groups whole steps, packs their events, and
 // writes them with prepared statements in batched transactions (WAL), so the engine never
 // waits on the disk. A crash loses at most the batch not yet committed; the file stays valid.
+//
+// The recording goes to "<path>.part" (with its -wal while running), locked against a second
+// recorder, and becomes <path> by a rename only once it is closed, self-contained (no -wal)
+// and its step count read back. So <path> is always either what was there before or a whole
+// recording, and a crash or a failed write leaves "<path>.part" for `kvscope check --repair`.
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -12,8 +18,9 @@
 #include <thread>
 #include <vector>
 
+#include "base/result.h"
+#include "base/unique_fd.h"
 #include "probes/probe.h"
-#include "probes/result.h"
 #include "sessions/timeline_state.h"
 
 namespace kvscope {
@@ -24,11 +31,15 @@ struct RecorderOptions {
     // The writer commits at least this often (ms) and whenever this many steps are queued.
     int32_t flush_interval_ms = 100;
     int32_t flush_steps = 256;
+    // Replace a file already at the path (the user passed --force). A leftover "<path>.part"
+    // from a recording that did not finish is also discarded only then.
+    bool replace_existing = false;
 };
 
 class Recorder : public Probe {
   public:
-    // Creates (or replaces) `path` and writes the run's metadata.
+    // Starts a recording that will become `path`, and writes the run's metadata. Refuses a
+    // path that exists (unless options.replace_existing) or that another recorder is writing.
     static Result<std::unique_ptr<Recorder>> create(const std::string& path, const RunInfo& info,
                                                     const RecorderOptions& options = {});
     ~Recorder() override;  // flushes and closes
@@ -36,11 +47,19 @@ class Recorder : public Probe {
     void emit(Event&& event) override;
     // Blocks until everything emitted so far is committed. Returns the first write error.
     Status flush();
-    // Flushes, stops the writer and closes the file.
+    // Flushes, stops the writer, finishes the file and renames it into place. On an error the
+    // message says where what was written is (the ".part" file).
     Status close();
 
+    // True once a write has failed (disk full, I/O error): the run should stop; close() then
+    // reports the error. Cheap enough to ask after every engine step.
+    bool failed() const override { return failed_.load(std::memory_order_relaxed); }
+
     uint64_t events_written() const;
+    int64_t last_step_written() const { return last_step_written_.load(); }
     const std::string& path() const { return path_; }
+    // Where the recording is while it runs: "<path>.part". Readers of a live run open this.
+    const std::string& recording_path() const { return part_path_; }
 
   private:
     struct Db;
@@ -49,7 +68,10 @@ class Recorder : public Probe {
     Status write_batch(std::vector<Event>& batch);
     Status write_step(std::vector<Event>& events);
 
-    std::string path_;
+    Status finish_file();
+
+    std::string path_, part_path_;
+    UniqueFd part_lock_;
     RecorderOptions options_;
     std::unique_ptr<Db> db_;
     TimelineState state_;  // writer-side state, for keyframes
@@ -63,6 +85,9 @@ class Recorder : public Probe {
     uint64_t queued_seq_ = 0, committed_seq_ = 0;
     bool flush_requested_ = false, stop_ = false;
     Status error_;
+    std::atomic<bool> failed_{false};
+    std::atomic<int64_t> last_step_written_{-1};
+    int64_t steps_written_ = 0;
     std::thread writer_;
 
     // Writer side: events of the step being gathered.

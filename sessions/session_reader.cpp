@@ -1,10 +1,11 @@
 #include "sessions/session_reader.h"
 
+#include <unistd.h>
+
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "base/input_file.h"
 #include "sessions/event_codec.h"
 #include "sessions/session_schema.h"
 #include "sessions/sqlite_util.h"
@@ -32,13 +33,11 @@ Status migrate(SqliteDb&, int32_t from) {
 
 Result<std::unique_ptr<SessionReader>> SessionReader::open(const std::string& path,
                                                            bool step_summaries) {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec)) return Error{path + ": no such session file"};
     {
-        std::ifstream f(path, std::ios::binary);
+        auto fd = open_input_file(path, "session file");
+        if (!fd) return fd.error();
         char magic[16] = {};
-        f.read(magic, 16);
-        if (f.gcount() < 16 || std::string(magic, 15) != "SQLite format 3")
+        if (::read(fd->get(), magic, 16) != 16 || std::string(magic, 15) != "SQLite format 3")
             return Error{path + ": not a kvscope session (not an SQLite file)"};
     }
     std::unique_ptr<SessionReader> r(new SessionReader());

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "probes/result.h"
+#include "base/result.h"
 #include "sessions/step_summary.h"
 #include "sessions/timeline_state.h"
 

@@ -1,6 +1,19 @@
 #include "sessions/sqlite_util.h"
 
+#include "base/input_file.h"
+
 namespace kvscope {
+
+std::string sqlite_failure(sqlite3* db) {
+    if (!db) return "no database";
+    std::string msg = sqlite3_errmsg(db);
+    int code = sqlite3_errcode(db) & 0xff;
+    int err = sqlite3_system_errno(db);
+    if (err != 0 && (code == SQLITE_IOERR || code == SQLITE_FULL || code == SQLITE_CANTOPEN ||
+                     code == SQLITE_READONLY))
+        msg += " (" + errno_text(err) + ")";
+    return msg;
+}
 
 SqliteStatement& SqliteStatement::operator=(SqliteStatement&& o) noexcept {
     if (this != &o) {
@@ -19,14 +32,14 @@ bool SqliteStatement::next(Status& error) {
     int rc = sqlite3_step(stmt_);
     if (rc == SQLITE_ROW) return true;
     if (rc != SQLITE_DONE)
-        error = Error{std::string("database error: ") + sqlite3_errmsg(sqlite3_db_handle(stmt_))};
+        error = Error{"database error: " + sqlite_failure(sqlite3_db_handle(stmt_))};
     return false;
 }
 
 Status SqliteStatement::step_done() {
     int rc = sqlite3_step(stmt_);
     if (rc == SQLITE_DONE || rc == SQLITE_ROW) return {};
-    return Error{std::string("database write failed: ") + sqlite3_errmsg(sqlite3_db_handle(stmt_))};
+    return Error{"database write failed: " + sqlite_failure(sqlite3_db_handle(stmt_))};
 }
 
 std::string SqliteStatement::column_text(int i) const {
@@ -61,7 +74,7 @@ Result<SqliteDb> SqliteDb::open(const std::string& path, int flags) {
     d.path_ = path;
     int rc = sqlite3_open_v2(path.c_str(), &d.db_, flags, nullptr);
     if (rc != SQLITE_OK) {
-        std::string msg = d.db_ ? sqlite3_errmsg(d.db_) : "cannot open";
+        std::string msg = d.db_ ? sqlite_failure(d.db_) : "cannot open";
         return Error{path + ": " + msg};
     }
     sqlite3_busy_timeout(d.db_, 2000);
@@ -69,15 +82,14 @@ Result<SqliteDb> SqliteDb::open(const std::string& path, int flags) {
 }
 
 Error SqliteDb::error(const std::string& what) const {
-    return Error{path_ + ": " + what + ": " + (db_ ? sqlite3_errmsg(db_) : "no database")};
+    return Error{path_ + ": " + what + ": " + sqlite_failure(db_)};
 }
 
 Status SqliteDb::exec(const std::string& sql) {
     char* err = nullptr;
     if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
-        std::string msg = err ? err : "unknown error";
         sqlite3_free(err);
-        return Error{path_ + ": " + msg};
+        return Error{path_ + ": " + sqlite_failure(db_)};
     }
     return {};
 }

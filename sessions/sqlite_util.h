@@ -6,9 +6,13 @@
 #include <cstdint>
 #include <string>
 
-#include "probes/result.h"
+#include "base/result.h"
 
 namespace kvscope {
+
+// SQLite's message for the last error on `db`, with the system's reason when there is one:
+// "database or disk is full (no space left on device)".
+std::string sqlite_failure(sqlite3* db);
 
 class SqliteStatement {
   public:

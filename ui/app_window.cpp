@@ -25,6 +25,9 @@
 #include <sstream>
 #include <vector>
 
+#include "base/input_file.h"
+#include "base/output_file.h"
+#include "base/terminal_text.h"
 #include "ui/ui_context.h"
 
 namespace kvscope::ui {
@@ -86,11 +89,12 @@ struct Script {
 };
 
 bool load_script(const std::string& path, Script& s, std::string& error) {
-    std::ifstream f(path);
-    if (!f) {
-        error = "cannot read script " + path;
+    auto text = read_input_file(path, "script", size_t{16} << 20);
+    if (!text) {
+        error = text.error().message;
         return false;
     }
+    std::istringstream f(text.value());
     for (std::string line; std::getline(f, line);)
         if (!line.empty() && line[0] != '#') s.lines.push_back(line);
     return true;
@@ -120,7 +124,7 @@ bool panel_rect(const std::string& name, int fb_w, int fb_h, int r[4]) {
 }
 
 // Writes the rectangle `rect` (x, y from the top left, w, h) of the framebuffer.
-bool write_screenshot(const std::string& path, int fb_h, const int rect[4]) {
+Status write_screenshot(const std::string& path, bool force, int fb_h, const int rect[4]) {
     int x = rect[0], w = rect[2], h = rect[3];
     int gl_y = fb_h - rect[1] - h;  // GL rows count from the bottom
     std::vector<unsigned char> pixels(static_cast<size_t>(w) * h * 4);
@@ -131,7 +135,14 @@ bool write_screenshot(const std::string& path, int fb_h, const int rect[4]) {
     for (int y = 0; y < h; ++y)
         std::copy_n(&pixels[static_cast<size_t>(h - 1 - y) * w * 4], static_cast<size_t>(w) * 4,
                     &flipped[static_cast<size_t>(y) * w * 4]);
-    return stbi_write_png(path.c_str(), w, h, 4, flipped.data(), w * 4) != 0;
+    std::string png;
+    auto append = [](void* ctx, void* data, int size) {
+        static_cast<std::string*>(ctx)->append(static_cast<const char*>(data),
+                                               static_cast<size_t>(size));
+    };
+    if (stbi_write_png_to_func(append, &png, w, h, 4, flipped.data(), w * 4) == 0)
+        return Error{"cannot encode the screenshot for " + path};
+    return write_output_file(path, png, {.force = force});
 }
 
 // [SECTION] Frame stats --------------------------------------------------------------------------
@@ -149,7 +160,7 @@ FrameSample draw_data_counts(const ImDrawData* d) {
     return f;
 }
 
-bool write_frame_stats(const std::string& path, const std::vector<FrameSample>& frames) {
+std::string frame_stats_json(const std::vector<FrameSample>& frames) {
     auto summary = [&](auto field) {
         std::vector<double> v;
         for (const FrameSample& f : frames)
@@ -165,7 +176,7 @@ bool write_frame_stats(const std::string& path, const std::vector<FrameSample>& 
                       at(0.95), v.empty() ? 0.0 : v.back());
         return std::string(buf);
     };
-    std::ofstream f(path);
+    std::ostringstream f;
     f << "{\"frames\": " << frames.size()
       << ",\n \"build_ms\": " << summary([](const FrameSample& s) { return s.build_ms; })
       << ",\n \"render_ms\": " << summary([](const FrameSample& s) { return s.render_ms; })
@@ -180,19 +191,21 @@ bool write_frame_stats(const std::string& path, const std::vector<FrameSample>& 
     for (size_t i = 0; i < frames.size(); ++i)
         f << (i ? ", " : "") << frames[i].build_ms;
     f << "]}\n";
-    return static_cast<bool>(f);
+    return f.str();
 }
 
 // Writes the frame (or only `panel`'s window, when named) to `path`; returns the exit status:
 // 0, 1 when the file cannot be written, 2 when there is no such panel.
-int shoot(const std::string& path, const std::string& panel, int w, int h, bool announce) {
+int shoot(const std::string& path, bool force, const std::string& panel, int w, int h,
+          bool announce) {
     int rect[4] = {0, 0, w, h};
     if (!panel.empty() && !panel_rect(panel, w, h, rect)) {
-        std::fprintf(stderr, "kvscope: error: no panel named '%s' to crop to\n", panel.c_str());
+        std::fprintf(stderr, "kvscope: error: no panel named '%s' to crop to\n",
+                     terminal_safe(panel).c_str());
         return 2;
     }
-    if (!write_screenshot(path, h, rect)) {
-        std::fprintf(stderr, "kvscope: error: cannot write %s\n", path.c_str());
+    if (Status s = write_screenshot(path, force, h, rect); !s) {
+        std::fprintf(stderr, "kvscope: error: %s\n", terminal_safe(s.error().message).c_str());
         return 1;
     }
     if (announce)
@@ -351,6 +364,15 @@ void draw_frame(UiContext& ctx, const WindowOptions& o, int w, int h, bool focus
 // [SECTION] run_window
 // -----------------------------------------------------------------------------
 int run_window(const WindowOptions& o) {
+    for (const std::string* out : {&o.screenshot_path, &o.frame_stats_path}) {
+        if (out->empty()) continue;
+        Status s = check_output_path(
+            *out, {.force = o.force, .inputs = {o.replay_path, o.compare_path, o.script_path}});
+        if (!s) {
+            std::fprintf(stderr, "kvscope: error: %s\n", terminal_safe(s.error().message).c_str());
+            return 1;
+        }
+    }
     glfwSetErrorCallback([](int code, const char* text) {
         std::fprintf(stderr, "kvscope: GLFW error %d: %s\n", code, text);
     });
@@ -388,6 +410,8 @@ int run_window(const WindowOptions& o) {
 
     UiContext ctx;
     g_ctx = &ctx;
+    // What the window was opened on and could not load: shown while open, an error exit after.
+    std::string startup_failure;
     glfwSetDropCallback(window, on_drop);
     if (!headless) load_settings(ctx.view);
     if (o.font_scale > 0) ctx.view.font_scale = o.font_scale;
@@ -399,13 +423,14 @@ int run_window(const WindowOptions& o) {
                                ? "Paused at step 0. Space plays, N steps once, F1 lists every key."
                                : o.hint;
     } else if (!o.replay_path.empty()) {
-        ctx.open_session(o.replay_path);
+        if (!ctx.open_session(o.replay_path)) startup_failure = ctx.view.message;
     } else {
         ctx.title = "no session";
     }
-    if (!o.compare_path.empty()) ctx.open_compare(o.compare_path);
+    if (!o.compare_path.empty() && !ctx.open_compare(o.compare_path))
+        startup_failure = ctx.view.message;
     if (!o.startup_error.empty()) {
-        ctx.view.message = o.startup_error;
+        startup_failure = ctx.view.message = o.startup_error;
         ctx.view.message_is_error = true;
     }
     if (o.step >= 0) {
@@ -456,6 +481,12 @@ int run_window(const WindowOptions& o) {
             }
         }
         if (ctx.controller && ctx.view.follow_live) ctx.view.cursor = ctx.last_step();
+        if (ctx.controller) {
+            if (std::string p = ctx.controller->problem(); !p.empty()) {
+                ctx.view.message = p;
+                ctx.view.message_is_error = true;
+            }
+        }
         ctx.update_state();
         draw_frame(ctx, o, w, h, frame == 0);
         ImGui::Render();
@@ -478,10 +509,10 @@ int run_window(const WindowOptions& o) {
             std::string path = script.lines[script.next - 1].substr(8);
             std::string panel = path.substr(path.find('\t') + 1);
             path.resize(path.find('\t'));
-            if ((status = shoot(path, panel, w, h, false)) != 0) break;
+            if ((status = shoot(path, o.force, panel, w, h, false)) != 0) break;
         }
         if (!o.screenshot_path.empty() && frame >= o.frames) {
-            status = shoot(o.screenshot_path, o.crop_to_panel ? o.panel : "", w, h, true);
+            status = shoot(o.screenshot_path, o.force, o.crop_to_panel ? o.panel : "", w, h, true);
             break;
         }
         glfwSwapBuffers(window);
@@ -493,9 +524,17 @@ int run_window(const WindowOptions& o) {
             break;
         }
     }
-    if (!o.frame_stats_path.empty() && !write_frame_stats(o.frame_stats_path, frame_stats)) {
-        std::fprintf(stderr, "kvscope: error: cannot write %s\n", o.frame_stats_path.c_str());
-        status = 1;
+    if (!o.frame_stats_path.empty()) {
+        Status s = write_output_file(o.frame_stats_path, frame_stats_json(frame_stats),
+                                     {.force = o.force});
+        if (!s) {
+            std::fprintf(stderr, "kvscope: error: %s\n", terminal_safe(s.error().message).c_str());
+            status = 1;
+        }
+    }
+    if (!startup_failure.empty()) {
+        std::fprintf(stderr, "kvscope: error: %s\n", terminal_safe(startup_failure).c_str());
+        if (status == 0) status = 1;
     }
     if (!headless) save_settings(ctx.view);
     g_ctx = nullptr;

@@ -30,10 +30,12 @@ struct WindowOptions {
     // render it (GL, to glFinish), draw calls, vertices; how a frame's cost is measured without
     // a profiler, and what the README's responsiveness numbers come from.
     std::string frame_stats_path;
+    bool force = false;  // screenshots and frame stats may replace files that exist
 };
 
-// Returns the process exit status (0, or 1 when the window could not be created or a screenshot
-// could not be written).
+// Returns the process exit status: 0; 1 when the window could not be created, a screenshot
+// could not be written, or what the window was opened on (model, workload, session) failed to
+// load (the window shows why while it is open; stderr says it at exit).
 int run_window(const WindowOptions& options);
 
 }  // namespace kvscope::ui

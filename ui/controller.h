@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "probes/result.h"
+#include "base/result.h"
 
 namespace kvscope {
 
@@ -20,6 +20,9 @@ struct LiveSettings {
     std::string capture_attention = "all";
     bool record = false;  // keep the session file after the run
     std::string record_path = "kvscope-live.kvs";
+    // Replace a file at record_path (--force). Without it, and for every run after a restart,
+    // the recording goes to the first free name beside it (name-2.kvs, ...): never over a file.
+    bool record_force = false;
 };
 
 class Controller {
@@ -36,6 +39,10 @@ class Controller {
     // The session the run is being recorded to; refreshed after every step.
     virtual SessionReader& session() = 0;
     virtual std::string describe() const = 0;  // model, backend, workload in one line
+    // Where the run is being recorded ("" when it is not kept).
+    virtual std::string recording_path() const = 0;
+    // Why the run stopped early ("" when it did not): a recording that could not be written.
+    virtual std::string problem() const = 0;
 };
 
 }  // namespace kvscope

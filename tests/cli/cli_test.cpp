@@ -177,7 +177,7 @@ TEST(Cli, TokenizePrintsIdsPerTextOrPerLine) {
                          "text and file");
     expect_clean_failure(kvscope({"tokenize", "--file", dir + "/missing.txt"}), "no such file",
                          "missing file");
-    expect_clean_failure(kvscope({"tokenize", "--file", dir}), "no such file", "a directory");
+    expect_clean_failure(kvscope({"tokenize", "--file", dir}), "is a directory", "a directory");
 }
 
 TEST(Cli, PerplexityTellsTheCorpusFromShuffledWords) {

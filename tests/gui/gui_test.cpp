@@ -328,13 +328,19 @@ TEST_F(Gui, HeatmapGreysEvictedKeys) {
 
 TEST_F(Gui, BadSessionsAndModelsGiveAMessageNotACrash) {
     std::string junk = test::write_file(dir_ + "/junk.kvs", std::string(5000, 'j'));
+    // The window shows why (the screenshot), and the exit status says it failed.
     auto r = kvscope({"replay", junk, "--screenshot", dir_ + "/junk.png"});
-    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.exit_code, 1) << r.err;
     EXPECT_FALSE(r.signaled);
+    EXPECT_NE(r.err.find("not a kvscope session"), std::string::npos) << r.err;
     EXPECT_TRUE(std::filesystem::exists(dir_ + "/junk.png"));
     auto m = kvscope({"gui", "--model", junk, "--screenshot", dir_ + "/model.png"});
-    EXPECT_EQ(m.exit_code, 0) << m.err;
+    EXPECT_EQ(m.exit_code, 1) << m.err;
+    EXPECT_NE(m.err.find("Could not load the model"), std::string::npos) << m.err;
     EXPECT_TRUE(std::filesystem::exists(dir_ + "/model.png"));
+    auto missing = kvscope({"replay", dir_ + "/missing.kvs", "--screenshot", dir_ + "/m.png"});
+    EXPECT_EQ(missing.exit_code, 1) << missing.err;
+    EXPECT_NE(missing.err.find("no such file"), std::string::npos) << missing.err;
     // A session from a newer kvscope.
     std::string newer = dir_ + "/newer.kvs";
     std::filesystem::copy_file(*sample_, newer);
@@ -343,7 +349,7 @@ TEST_F(Gui, BadSessionsAndModelsGiveAMessageNotACrash) {
     ASSERT_EQ(sqlite3_exec(db, "PRAGMA user_version=99", nullptr, nullptr, nullptr), SQLITE_OK);
     sqlite3_close(db);
     auto n = kvscope({"replay", newer, "--screenshot", dir_ + "/newer.png"});
-    EXPECT_EQ(n.exit_code, 0) << n.err;
+    EXPECT_EQ(n.exit_code, 1) << n.err;
     Image model_shot = load_png(dir_ + "/model.png"), junk_shot = load_png(dir_ + "/junk.png"),
           newer_shot = load_png(dir_ + "/newer.png");
     ASSERT_GT(model_shot.h, 0);

@@ -71,7 +71,7 @@ TEST_F(SessionFiles, BadFilesAreRefusedWithAClearMessage) {
         std::filesystem::copy_file(good, p, std::filesystem::copy_options::overwrite_existing);
         return p;
     };
-    cases.push_back({"missing", dir_ + "/nope.kvs", "no such session file"});
+    cases.push_back({"missing", dir_ + "/nope.kvs", "no such file"});
     cases.push_back({"empty", test::write_file(dir_ + "/empty.kvs", ""), "not an SQLite file"});
     std::mt19937 rng(5);
     std::string noise(8192, '\0');
@@ -154,8 +154,8 @@ TEST_F(SessionFiles, KilledRecordingStaysReadable) {
     for (int i = 0; i < 60; ++i) {
         usleep(50000);
         std::error_code ec;
-        if (std::filesystem::exists(path + "-wal", ec) &&
-            std::filesystem::file_size(path + "-wal", ec) > 200000)
+        if (std::filesystem::exists(path + ".part-wal", ec) &&
+            std::filesystem::file_size(path + ".part-wal", ec) > 200000)
             break;
     }
     usleep(300000);
@@ -163,6 +163,9 @@ TEST_F(SessionFiles, KilledRecordingStaysReadable) {
     int status = 0;
     waitpid(pid, &status, 0);
     ASSERT_TRUE(WIFSIGNALED(status)) << "the run finished before it could be killed";
+    // The recording never reached its name; what it wrote is in the .part file.
+    EXPECT_FALSE(std::filesystem::exists(path));
+    path += ".part";
     auto chk = kvscope({"check", path});
     EXPECT_EQ(chk.exit_code, 0) << chk.err;
     auto r = SessionReader::open(path);
@@ -182,9 +185,10 @@ TEST_F(SessionFiles, PerfettoAndCsvExportsMatchTheTimeline) {
     std::string path = record(dir_);
     auto r = SessionReader::open(path);
     ASSERT_TRUE(r.ok());
-    ASSERT_TRUE(export_perfetto(**r, dir_ + "/t.json").ok());
-    ASSERT_TRUE(export_csv(**r, dir_ + "/t.csv").ok());
-    auto trace = nlohmann::json::parse(test::read_file(dir_ + "/t.json"));
+    std::ostringstream perfetto, csv_text;
+    ASSERT_TRUE(export_perfetto(**r, perfetto).ok());
+    ASSERT_TRUE(export_csv(**r, csv_text).ok());
+    auto trace = nlohmann::json::parse(perfetto.str());
     ASSERT_TRUE(trace.contains("traceEvents"));
     std::map<std::string, std::vector<double>> counters;
     int steps = 0;
@@ -204,7 +208,7 @@ TEST_F(SessionFiles, PerfettoAndCsvExportsMatchTheTimeline) {
         EXPECT_DOUBLE_EQ(counters["fragmentation"][i], (*state)->metrics.at("fragmentation"));
         EXPECT_DOUBLE_EQ(counters["prefix_hit_rate"][i], (*state)->metrics.at("prefix_hit_rate"));
     }
-    std::istringstream csv(test::read_file(dir_ + "/t.csv"));
+    std::istringstream csv(csv_text.str());
     std::string line;
     size_t rows = 0;
     while (std::getline(csv, line))

@@ -1,0 +1,159 @@
+#include "base/output_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <filesystem>
+
+#include "base/input_file.h"
+#include "base/unique_fd.h"
+
+namespace kvscope {
+
+namespace fs = std::filesystem;
+
+namespace {
+std::string parent_of(const std::string& path) {
+    fs::path p = fs::path(path).parent_path();
+    return p.empty() ? std::string(".") : p.string();
+}
+}  // namespace
+
+bool is_stream_target(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
+}
+
+Status check_output_path(const std::string& path, const OutputRules& rules) {
+    if (path.empty()) return Error{"the output path is empty"};
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0) {
+        if (S_ISDIR(st.st_mode))
+            return Error{"cannot write " + path + ": it is a directory; name a file in it"};
+        for (const std::string& in : rules.inputs) {
+            std::error_code ec;
+            if (!in.empty() && fs::equivalent(path, in, ec))
+                return Error{"cannot write " + path + ": it is one of this command's inputs"};
+        }
+        if (S_ISREG(st.st_mode) && !rules.force)
+            return Error{path +
+                         " already exists; pass --force to replace it, or name another file"};
+        return {};
+    }
+    int err = errno;
+    if (err != ENOENT) return Error{"cannot write " + path + ": " + errno_text(err)};
+    std::string dir = parent_of(path);
+    struct stat dst {};
+    if (::stat(dir.c_str(), &dst) != 0)
+        return Error{"cannot write " + path + ": folder " + dir + " does not exist"};
+    if (!S_ISDIR(dst.st_mode))
+        return Error{"cannot write " + path + ": " + dir + " is not a folder"};
+    if (::access(dir.c_str(), W_OK) != 0) {
+        err = errno;
+        return Error{"cannot write " + path + ": " +
+                     (err == EROFS ? std::string("read-only file system")
+                                   : "folder " + dir + ": " + errno_text(err))};
+    }
+    return {};
+}
+
+std::string first_free_path(const std::string& path) {
+    auto taken = [](const std::string& p) {
+        std::error_code ec;
+        return fs::exists(p, ec) || fs::exists(p + ".part", ec);
+    };
+    if (!taken(path)) return path;
+    fs::path p(path);
+    std::string stem = (p.parent_path() / p.stem()).string(), ext = p.extension().string();
+    for (int n = 2;; ++n) {
+        std::string candidate = stem + "-" + std::to_string(n) + ext;
+        if (!taken(candidate)) return candidate;
+    }
+}
+
+std::string temporary_name_beside(const std::string& path) {
+    static std::atomic<unsigned> counter{0};
+    return path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+}
+
+void sync_parent_folder(const std::string& path) {
+    UniqueFd dir(::open(parent_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (dir.valid()) (void)::fsync(dir.get());
+}
+
+bool OutputFile::FdBuffer::drain() {
+    const char* p = pbase();
+    while (p < pptr() && error == 0) {
+        ssize_t n = ::write(fd, p, static_cast<size_t>(pptr() - p));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0)
+            error = errno;
+        else
+            p += n;
+    }
+    setp(buffer_, buffer_ + sizeof buffer_);
+    return error == 0;
+}
+
+OutputFile::FdBuffer::int_type OutputFile::FdBuffer::overflow(int_type c) {
+    if (!drain()) return traits_type::eof();
+    if (!traits_type::eq_int_type(c, traits_type::eof())) {
+        *pptr() = traits_type::to_char_type(c);
+        pbump(1);
+    }
+    return traits_type::not_eof(c);
+}
+
+Result<std::unique_ptr<OutputFile>> OutputFile::create(const std::string& path,
+                                                       const OutputRules& rules) {
+    if (Status s = check_output_path(path, rules); !s) return s.error();
+    std::unique_ptr<OutputFile> f(new OutputFile());
+    f->path_ = path;
+    f->stream_target_ = is_stream_target(path);
+    const std::string& target = f->stream_target_ ? path : (f->temp_ = temporary_name_beside(path));
+    int flags = f->stream_target_ ? O_WRONLY | O_CLOEXEC | O_NOCTTY
+                                  : O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
+    f->buffer_.fd = ::open(target.c_str(), flags, 0666);
+    if (f->buffer_.fd < 0) {
+        int err = errno;
+        f->temp_.clear();
+        return Error{"cannot write " + path + ": " +
+                     (err == EROFS ? std::string("read-only file system") : errno_text(err))};
+    }
+    return f;
+}
+
+OutputFile::~OutputFile() {
+    if (buffer_.fd >= 0) ::close(buffer_.fd);
+    if (!committed_ && !temp_.empty()) ::unlink(temp_.c_str());
+}
+
+Status OutputFile::commit() {
+    out_.flush();
+    int err = buffer_.error;
+    if (err == 0 && !out_) err = EIO;
+    if (err == 0 && !stream_target_ && ::fsync(buffer_.fd) != 0) err = errno;
+    if (::close(buffer_.fd) != 0 && err == 0) err = errno;
+    buffer_.fd = -1;
+    if (err == 0 && !stream_target_ && ::rename(temp_.c_str(), path_.c_str()) != 0) err = errno;
+    if (err != 0) {
+        return Error{"cannot write " + path_ + ": " + errno_text(err) +
+                     (stream_target_ ? "" : " (the file is unchanged)")};
+    }
+    committed_ = true;
+    if (!stream_target_) sync_parent_folder(path_);
+    return {};
+}
+
+Status write_output_file(const std::string& path, std::string_view bytes,
+                         const OutputRules& rules) {
+    auto f = OutputFile::create(path, rules);
+    if (!f) return f.error();
+    (*f)->stream().write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    return (*f)->commit();
+}
+
+}  // namespace kvscope
