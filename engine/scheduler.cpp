@@ -380,9 +380,15 @@ bool Scheduler::step() {
     double schedule_s = seconds_since(t_schedule);
     if (!any) {
         if (done()) return false;
-        // Nothing runnable yet (requests arrive later): time passes.
         compute_metrics();
-        ++step_;
+        // Nothing runnable yet. When nothing is in flight at all, nothing can happen before the
+        // next request arrives: jump to it rather than step (and record) every idle iteration
+        // of a gap that may be millions of steps long.
+        bool idle = running_.empty() && waiting_.empty() && swapped_.empty() && children_.empty();
+        if (idle && next_arrival_ < arrival_order_.size())
+            step_ = std::max(step_ + 1, requests_[arrival_order_[next_arrival_]].arrival_step);
+        else
+            ++step_;
         return true;
     }
     // Decode chunks are single tokens of sequences that have generated before; the rest is

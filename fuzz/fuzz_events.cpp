@@ -17,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         for (const auto& e : events)
             state.apply(e);
     std::vector<uint8_t> bytes(data, data + size);
-    auto kf = kvscope::TimelineState::deserialize(bytes, error);
+    auto kf = kvscope::TimelineState::deserialize(bytes, info, error);
     if (kf) (void)kf->serialize();
     return 0;
 }

@@ -232,6 +232,7 @@ void Recorder::writer_loop() {
     (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10);
     std::vector<Event> batch;
     uint64_t taken = 0;  // highest seq_no the writer has taken off the queue
+    auto last_checkpoint = std::chrono::steady_clock::now();
     for (;;) {
         bool final, stopping;
         {
@@ -244,19 +245,29 @@ void Recorder::writer_loop() {
             flush_requested_ = false;
         }
         if (!batch.empty()) taken = batch.back().seq_no;
-        Status s = batch.empty() ? Status{} : write_batch(batch);
+        // After a failed write nothing more is written: the file keeps a gapless run of steps
+        // up to the last committed batch, which `check` accepts.
+        bool failed_before = failed();
+        Status s = batch.empty() || failed_before ? Status{} : write_batch(batch);
         // A flush or close also writes the step still being gathered.
-        if (final && s.ok() && !pending_step_.empty()) {
+        if (final && s.ok() && !failed_before && !pending_step_.empty()) {
             std::vector<Event> last;
             last.swap(pending_step_);
             s = db_->db.exec("BEGIN");
             if (s.ok()) {
                 s = write_step(last);
-                Status c = db_->db.exec(s.ok() ? "COMMIT" : "ROLLBACK");
-                if (s.ok()) s = c;
+                s = end_transaction(s);
             }
         }
         batch.clear();
+        // The main file follows the log about once a second, so a copy of it taken alone (no
+        // -wal) mid-run is a session that lags by that much rather than an empty one. A failed
+        // checkpoint loses nothing (the log still has it) and the next write reports the disk.
+        auto now = std::chrono::steady_clock::now();
+        if (s.ok() && !failed_before && now - last_checkpoint > std::chrono::seconds(1)) {
+            (void)db_->db.exec("PRAGMA wal_checkpoint(PASSIVE)");
+            last_checkpoint = now;
+        }
         std::lock_guard lock(mutex_);
         if (!s.ok() && error_.ok()) {
             error_ = s;
@@ -280,7 +291,19 @@ Status Recorder::write_batch(std::vector<Event>& batch) {
         }
         pending_step_.push_back(std::move(e));
     }
-    if (Status c = db_->db.exec(result.ok() ? "COMMIT" : "ROLLBACK"); result.ok() && !c) result = c;
+    return end_transaction(result);
+}
+
+Status Recorder::end_transaction(Status result) {
+    if (result.ok()) result = db_->db.exec("COMMIT");
+    if (!result.ok()) {
+        (void)db_->db.exec("ROLLBACK");
+        steps_uncommitted_ = 0;
+        return result;
+    }
+    steps_written_ += steps_uncommitted_;
+    steps_uncommitted_ = 0;
+    last_step_written_.store(last_step_uncommitted_);
     return result;
 }
 
@@ -341,8 +364,8 @@ Status Recorder::write_step(std::vector<Event>& events) {
     if (Status s = st.step_done(); !s) return s;
     st.reset();
     written_ += events.size();
-    ++steps_written_;
-    last_step_written_.store(sum.step);
+    ++steps_uncommitted_;
+    last_step_uncommitted_ = sum.step;
     events_since_keyframe_ += static_cast<int64_t>(events.size());
     if (events_since_keyframe_ >= options_.keyframe_events) {
         auto blob = state_.serialize();

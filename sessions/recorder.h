@@ -67,6 +67,8 @@ class Recorder : public Probe {
     void writer_loop();
     Status write_batch(std::vector<Event>& batch);
     Status write_step(std::vector<Event>& events);
+    // COMMIT when `result` is ok (ROLLBACK otherwise); counts the steps that became durable.
+    Status end_transaction(Status result);
 
     Status finish_file();
 
@@ -86,8 +88,9 @@ class Recorder : public Probe {
     bool flush_requested_ = false, stop_ = false;
     Status error_;
     std::atomic<bool> failed_{false};
-    std::atomic<int64_t> last_step_written_{-1};
-    int64_t steps_written_ = 0;
+    std::atomic<int64_t> last_step_written_{-1};  // committed
+    int64_t steps_written_ = 0;                    // committed
+    int64_t steps_uncommitted_ = 0, last_step_uncommitted_ = -1;
     std::thread writer_;
 
     // Writer side: events of the step being gathered.

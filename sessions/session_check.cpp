@@ -74,14 +74,13 @@ CheckReport check_session(const std::string& path) {
             }
             auto blob = r.keyframe_blob(kstep);
             std::string msg;
-            auto kf = blob ? TimelineState::deserialize(blob.value(), msg) : std::nullopt;
+            auto kf = blob ? TimelineState::deserialize(blob.value(), r.info(), msg) : std::nullopt;
             if (!kf) {
                 rep.problems.push_back("keyframe at step " + std::to_string(kstep) + ": " +
                                        (blob ? msg : blob.error().message));
                 continue;
             }
             state.step = s.step;
-            kf->info = state.info;
             if (!(*kf == state) || kseq != state.last_seq_no)
                 rep.problems.push_back("keyframe at step " + std::to_string(kstep) +
                                        " disagrees with the events before it");

@@ -91,8 +91,16 @@ Result<std::unique_ptr<SessionReader>> SessionReader::open(const std::string& pa
         return Error{path + ": session run info is not valid JSON"};
     try {
         RunInfo& i = r->info_;
-        i.num_blocks = run.at("num_blocks").get<int32_t>();
-        i.block_size = run.at("block_size").get<int32_t>();
+        // Read wide and range-checked: get<int32_t> would wrap 2^32 + 5 to 5 without a word.
+        auto num_blocks = run.at("num_blocks").get<int64_t>();
+        auto block_size = run.at("block_size").get<int64_t>();
+        if (num_blocks < 0 || num_blocks > kMaxSessionBlocks || block_size <= 0 ||
+            block_size > 65536)
+            return Error{path + ": session run info has absurd pool dimensions (" +
+                         std::to_string(num_blocks) + " blocks of " + std::to_string(block_size) +
+                         " tokens; at most " + std::to_string(kMaxSessionBlocks) + " of 65536)"};
+        i.num_blocks = static_cast<int32_t>(num_blocks);
+        i.block_size = static_cast<int32_t>(block_size);
         i.allocator = run.value("allocator", "paged");
         i.model = run.value("model", "");
         i.backend = run.value("backend", "cpu");
@@ -104,9 +112,6 @@ Result<std::unique_ptr<SessionReader>> SessionReader::open(const std::string& pa
         i.options_json = run.value("options", "");
         i.weight_bytes = run.value("weight_bytes", int64_t{0});
         i.kv_bytes_per_block = run.value("kv_bytes_per_block", int64_t{0});
-        if (i.num_blocks < 0 || i.num_blocks > (1 << 26) || i.block_size <= 0 ||
-            i.block_size > 65536)
-            return Error{path + ": session run info has absurd pool dimensions"};
     } catch (const std::exception& e) {
         return Error{path + ": session run info is incomplete: " + e.what()};
     }
@@ -240,13 +245,9 @@ Result<const TimelineState*> SessionReader::state_at(int64_t step) {
             auto blob = keyframe_blob(kf_step);
             if (!blob) return blob.error();
             std::string msg;
-            auto s = TimelineState::deserialize(blob.value(), msg);
+            auto s = TimelineState::deserialize(blob.value(), info_, msg);
             if (!s)
                 return Error{path_ + ": keyframe at step " + std::to_string(kf_step) + ": " + msg};
-            if (static_cast<int32_t>(s->blocks.size()) != info_.num_blocks)
-                return Error{path_ + ": keyframe at step " + std::to_string(kf_step) +
-                             " does not match the pool size"};
-            s->info = info_;
             cursor_ = std::move(*s);
         }
     }

@@ -177,7 +177,7 @@ struct StringTable {
 };
 
 std::optional<TimelineState> deserialize_cbor(const std::vector<uint8_t>& bytes,
-                                              std::string& error);
+                                              const RunInfo& info, std::string& error);
 }  // namespace
 
 std::vector<uint8_t> TimelineState::serialize() const {
@@ -243,9 +243,9 @@ std::vector<uint8_t> TimelineState::serialize() const {
 }
 
 std::optional<TimelineState> TimelineState::deserialize(const std::vector<uint8_t>& bytes,
-                                                        std::string& error) {
+                                                        const RunInfo& info, std::string& error) {
     if (bytes.size() < 5 || std::memcmp(bytes.data(), kKeyframeMagic, 4) != 0)
-        return deserialize_cbor(bytes, error);
+        return deserialize_cbor(bytes, info, error);
     if (bytes[4] != kKeyframeVersion) {
         error = "keyframe has an unknown version " + std::to_string(bytes[4]);
         return std::nullopt;
@@ -261,9 +261,11 @@ std::optional<TimelineState> TimelineState::deserialize(const std::vector<uint8_
     in.get(seq);
     in.get(num_blocks);
     if (!in.ok) return fail("truncated header");
-    if (num_blocks > (1u << 26)) return fail("absurd block count");
-    RunInfo info;
-    info.num_blocks = static_cast<int32_t>(num_blocks);
+    if (num_blocks != static_cast<uint64_t>(std::max(info.num_blocks, 0))) {
+        error = "keyframe describes " + std::to_string(num_blocks) + " blocks, the session " +
+                std::to_string(info.num_blocks);
+        return std::nullopt;
+    }
     TimelineState s(info);
     s.step = step;
     s.last_seq_no = seq;
@@ -358,16 +360,47 @@ std::optional<TimelineState> TimelineState::deserialize(const std::vector<uint8_
 
 namespace {
 // Keyframes of files recorded before the binary form (CBOR through nlohmann::json).
+// nlohmann's DOM builder with a nesting limit: its CBOR reader recurses once per level, and a
+// blob of 200 000 nested one-element arrays overflowed the stack. A real keyframe nests 4 deep.
+class DepthLimitedCbor : public nlohmann::detail::json_sax_dom_parser<json> {
+  public:
+    static constexpr int kMaxDepth = 16;
+    explicit DepthLimitedCbor(json& root) : json_sax_dom_parser(root, false) {}
+    bool start_object(std::size_t n) { return ++depth_ <= kMaxDepth && json_sax_dom_parser::start_object(n); }
+    bool start_array(std::size_t n) { return ++depth_ <= kMaxDepth && json_sax_dom_parser::start_array(n); }
+    bool end_object() {
+        --depth_;
+        return json_sax_dom_parser::end_object();
+    }
+    bool end_array() {
+        --depth_;
+        return json_sax_dom_parser::end_array();
+    }
+    bool too_deep() const { return depth_ > kMaxDepth; }
+
+  private:
+    int depth_ = 0;
+};
+
 std::optional<TimelineState> deserialize_cbor(const std::vector<uint8_t>& bytes,
-                                              std::string& error) {
+                                              const RunInfo& run_info, std::string& error) {
     json j;
+    bool parsed = false, too_deep = false;
     try {
         // nlohmann throws for some malformed input (absurd container sizes) even when told not to.
-        j = json::from_cbor(bytes, true, false);
+        DepthLimitedCbor sax(j);
+        parsed = json::sax_parse(bytes, &sax, json::input_format_t::cbor, true) &&
+                 !sax.is_errored();
+        too_deep = sax.too_deep();
     } catch (const std::exception&) {
-        j = json(json::value_t::discarded);
+        parsed = false;
     }
-    if (j.is_discarded() || !j.is_object()) {
+    if (too_deep) {
+        error = "keyframe nests deeper than " + std::to_string(DepthLimitedCbor::kMaxDepth) +
+                " levels";
+        return std::nullopt;
+    }
+    if (!parsed || !j.is_object()) {
         error = "keyframe is not valid CBOR";
         return std::nullopt;
     }
@@ -376,13 +409,13 @@ std::optional<TimelineState> deserialize_cbor(const std::vector<uint8_t>& bytes,
             error = "keyframe has an unknown version";
             return std::nullopt;
         }
-        RunInfo info;
-        info.num_blocks = j.at("nb").get<int32_t>();
-        if (info.num_blocks < 0 || info.num_blocks > (1 << 26)) {
-            error = "keyframe has an absurd block count";
+        const json& nb = j.at("nb");
+        if (!nb.is_number_integer() || nb.get<int64_t>() != run_info.num_blocks) {
+            error = "keyframe describes " + nb.dump() + " blocks, the session " +
+                    std::to_string(run_info.num_blocks);
             return std::nullopt;
         }
-        TimelineState s(info);
+        TimelineState s(run_info);
         s.step = j.at("step").get<int64_t>();
         s.last_seq_no = j.at("seq").get<uint64_t>();
         const json& bl = j.at("blocks");

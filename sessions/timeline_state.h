@@ -13,6 +13,10 @@
 
 namespace kvscope {
 
+// The largest block pool a session may describe. The Timeline holds a BlockState per block
+// (about 64 bytes), so this bounds what a reader allocates for any file: 256 MiB at most.
+inline constexpr int32_t kMaxSessionBlocks = 1 << 22;
+
 struct RunInfo {
     int32_t num_blocks = 0;
     int32_t block_size = 16;
@@ -67,10 +71,12 @@ struct TimelineState {
     int32_t blocks_used() const;
     int32_t blocks_cached() const;
 
-    // Compact binary form for keyframes (CBOR).
+    // Compact binary form for keyframes (varints, interned texts; see timeline_state.cpp).
     std::vector<uint8_t> serialize() const;
+    // A keyframe of the session described by `info`: one claiming another pool size is refused
+    // before anything is allocated for it. Keyframes of older files (CBOR) still load.
     static std::optional<TimelineState> deserialize(const std::vector<uint8_t>& bytes,
-                                                    std::string& error);
+                                                    const RunInfo& info, std::string& error);
 
     bool operator==(const TimelineState& other) const;
 };

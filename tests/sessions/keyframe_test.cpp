@@ -7,6 +7,7 @@
 #include <random>
 
 #include "sessions/timeline_state.h"
+#include "sessions/varint.h"
 #include "test_support.h"
 
 namespace kvscope {
@@ -57,7 +58,7 @@ TEST(Keyframe, BinaryFormRoundTrips) {
     TimelineState s = busy_state();
     auto bytes = s.serialize();
     std::string error;
-    auto back = TimelineState::deserialize(bytes, error);
+    auto back = TimelineState::deserialize(bytes, s.info, error);
     ASSERT_TRUE(back) << error;
     EXPECT_TRUE(*back == s);
     EXPECT_EQ(back->last_seq_no, s.last_seq_no);
@@ -67,17 +68,19 @@ TEST(Keyframe, BinaryFormRoundTrips) {
 }
 
 TEST(Keyframe, EveryTruncationIsRefused) {
-    auto bytes = busy_state().serialize();
+    TimelineState s = busy_state();
+    auto bytes = s.serialize();
     for (size_t n = 0; n < bytes.size(); ++n) {
         std::vector<uint8_t> cut(bytes.begin(), bytes.begin() + static_cast<long>(n));
         std::string error;
-        EXPECT_FALSE(TimelineState::deserialize(cut, error)) << "accepted " << n << " bytes";
+        EXPECT_FALSE(TimelineState::deserialize(cut, s.info, error)) << "accepted " << n << " bytes";
         EXPECT_FALSE(error.empty());
     }
 }
 
 TEST(Keyframe, CorruptionNeverCrashes) {
-    auto bytes = busy_state().serialize();
+    TimelineState s = busy_state();
+    auto bytes = s.serialize();
     std::mt19937 rng(3);
     int refused = 0;
     for (int i = 0; i < 3000; ++i) {
@@ -85,13 +88,13 @@ TEST(Keyframe, CorruptionNeverCrashes) {
         for (int k = 0, n = 1 + static_cast<int>(rng() % 4); k < n; ++k)
             bad[5 + rng() % (bad.size() - 5)] = static_cast<uint8_t>(rng());
         std::string error;
-        refused += !TimelineState::deserialize(bad, error);
+        refused += !TimelineState::deserialize(bad, s.info, error);
     }
     EXPECT_GT(refused, 0);  // most flips still parse (a changed token id); some must not
     std::string error;
     std::vector<uint8_t> newer = bytes;
     newer[4] = 9;
-    EXPECT_FALSE(TimelineState::deserialize(newer, error));
+    EXPECT_FALSE(TimelineState::deserialize(newer, s.info, error));
     EXPECT_NE(error.find("version"), std::string::npos) << error;
 }
 
@@ -107,7 +110,9 @@ TEST(Keyframe, OlderCborKeyframesStillLoad) {
                          {0, "r1", 1, 2, 8, {0}, {1, 5, 9}, {"<s>", " In", " the"}, 0, 0, -1})})},
         {"metrics", {{"blocks_used", 1.0}}}};
     std::string error;
-    auto s = TimelineState::deserialize(json::to_cbor(j), error);
+    RunInfo info;
+    info.num_blocks = 2;
+    auto s = TimelineState::deserialize(json::to_cbor(j), info, error);
     ASSERT_TRUE(s) << error;
     EXPECT_EQ(s->step, 12);
     EXPECT_EQ(s->blocks[0].refcount, 1);
@@ -123,11 +128,55 @@ TEST(Keyframe, FuzzRegressionsAreRefused) {
     for (const auto& f : std::filesystem::directory_iterator(*dir)) {
         std::string bytes = test::read_file(f.path().string());
         std::string error;
-        EXPECT_FALSE(TimelineState::deserialize({bytes.begin(), bytes.end()}, error)) << f.path();
+        RunInfo info;
+        info.num_blocks = 64;
+        EXPECT_FALSE(TimelineState::deserialize({bytes.begin(), bytes.end()}, info, error))
+            << f.path();
         EXPECT_FALSE(error.empty());
         ++n;
     }
     EXPECT_GT(n, 0);
+}
+
+// 200 000 nested one-element CBOR arrays: the CBOR reader recursed once per level and
+// overflowed the stack (check, inspect, replay and the window all died with SIGSEGV).
+TEST(Keyframe, DeeplyNestedCborIsRefusedWithoutOverflowingTheStack) {
+    std::vector<uint8_t> nested(200000, 0x81);
+    nested.push_back(0x00);
+    std::string error;
+    RunInfo info;
+    info.num_blocks = 64;
+    EXPECT_FALSE(TimelineState::deserialize(nested, info, error));
+    EXPECT_NE(error.find("nests deeper"), std::string::npos) << error;
+    // The same inside a map, as a keyframe's fields would be.
+    std::vector<uint8_t> in_map(3 + nested.size());
+    in_map[0] = 0xa1;  // a map of one pair, key "v"
+    in_map[1] = 0x61;
+    in_map[2] = 'v';
+    std::copy(nested.begin(), nested.end(), in_map.begin() + 3);
+    EXPECT_FALSE(TimelineState::deserialize(in_map, info, error));
+    EXPECT_NE(error.find("nests deeper"), std::string::npos) << error;
+}
+
+// A 15-byte keyframe claiming 2^26 blocks made check and inspect allocate 4.2 GB before
+// refusing it; the claim is now held against the session's own pool size first.
+TEST(Keyframe, APoolSizeOtherThanTheSessionsIsRefusedBeforeAllocating) {
+    RunInfo info;
+    info.num_blocks = 64;
+    std::vector<uint8_t> bytes = TimelineState(info).serialize();
+    bytes.resize(5);  // magic and version
+    varint::put_signed(bytes, 7);  // step
+    varint::put(bytes, 9);         // last seq
+    varint::put(bytes, uint64_t{1} << 26);
+    bytes.resize(15, 0);
+    ASSERT_EQ(bytes.size(), 15u);
+    std::string error;
+    EXPECT_FALSE(TimelineState::deserialize(bytes, info, error));
+    EXPECT_NE(error.find("describes"), std::string::npos) << error;
+    // The older CBOR form says it in "nb".
+    nlohmann::json j = {{"v", 1}, {"step", 1}, {"seq", 1}, {"nb", 1 << 26}, {"blocks", nullptr}};
+    EXPECT_FALSE(TimelineState::deserialize(nlohmann::json::to_cbor(j), info, error));
+    EXPECT_NE(error.find("describes 67108864 blocks"), std::string::npos) << error;
 }
 
 }  // namespace
