@@ -4,6 +4,7 @@
 
 #include "app/commands.h"
 #include "base/output_file.h"
+#include "base/terminal_text.h"
 #include "sessions/export.h"
 #include "sessions/session_reader.h"
 
@@ -36,7 +37,7 @@ Command register_export(CLI::App& cli) {
                                                    : export_csv(**reader, (*out)->stream());
                 if (!s) return fail(s.error().message);
                 if (Status c = (*out)->commit(); !c) return fail(c.error().message);
-                std::fprintf(stderr, "kvscope: wrote %s\n", o->out.c_str());
+                std::fprintf(stderr, "kvscope: wrote %s\n", terminal_safe(o->out).c_str());
                 return 0;
             }};
 }

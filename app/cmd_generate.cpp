@@ -7,6 +7,7 @@
 #include "app/model_paths.h"
 #include "app/prompt_tokens.h"
 #include "app/recording.h"
+#include "base/terminal_text.h"
 #include "engine/attention_spec.h"
 #include "engine/engine.h"
 #include "engine/generate.h"
@@ -62,20 +63,24 @@ int run_generate(const GenerateOptions& o) {
     }
     const Tokenizer* tok = model->tokenizer.get();
     if (!o.print_ids && !tok)
-        std::fprintf(stderr, "note: %s has no tokenizer; printing token ids\n", o.model.c_str());
+        std::fprintf(stderr, "note: %s has no tokenizer; printing token ids\n",
+                     terminal_safe(o.model).c_str());
     bool first = true;
+    TerminalTextStream text;  // a model's vocabulary is untrusted text too
     auto on_token = [&](int32_t id) {
         if (o.print_ids || !tok) {
             std::printf(first ? "%d" : " %d", id);
         } else {
-            std::string piece = tok->decode_token(id);
+            std::string piece = text.feed(tok->decode_token(id));
             std::fwrite(piece.data(), 1, piece.size(), stdout);
         }
         first = false;
         std::fflush(stdout);
     };
     auto stats = generate(**engine, req, on_token);
-    std::printf("\n");
+    std::string rest = text.finish();
+    std::printf("%s\n", rest.c_str());
+    std::fflush(stdout);  // the text and its newline before the stats on stderr
     if (!stats) return fail(stats.error().message);
     if (recorder && finish_recording(recorder, **engine) != 0) return 1;
     const GenerateStats& s = stats.value();
@@ -86,8 +91,9 @@ int run_generate(const GenerateOptions& o) {
                  "kvscope: %s (%s), %d threads, block size %d\n"
                  "kvscope: prompt %d tokens, prefill %.2f ms; generated %d tokens%s, "
                  "decode %.1f tokens/s\n",
-                 o.model.c_str(), model->format.c_str(), (*engine)->options().threads, o.block_size,
-                 s.prompt_tokens, s.prefill_seconds * 1e3, s.generated_tokens,
+                 terminal_safe(o.model).c_str(), model->format.c_str(),
+                 (*engine)->options().threads, o.block_size, s.prompt_tokens,
+                 s.prefill_seconds * 1e3, s.generated_tokens,
                  s.stopped_by_eos ? " (stopped at end token)" : "", decode_tps);
     return 0;
 }

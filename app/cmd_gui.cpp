@@ -76,7 +76,8 @@ int run_gui(GuiOptions& o) {
     std::vector<Request> requests;
     std::string name = "demo (24 chat requests)";
     if (!o.workload.empty()) {
-        auto w = load_workload(o.workload, model->tokenizer.get(), model->config.vocab_size);
+        auto w = load_workload(o.workload, model->tokenizer.get(), model->config.vocab_size,
+                               model->config.context_length);
         if (!w) {
             o.window.startup_error = w.error().message;
             return ui::run_window(o.window);

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
+#include "base/terminal_text.h"
 #include "sessions/attention_summary.h"
 #include "sessions/session_reader.h"
 #include "sessions/state_json.h"
@@ -34,8 +35,10 @@ int run_attention_summary(const InspectOptions& o) {
                          {"rows", h.rows},
                          {"mean_on_first", h.mean_on_first},
                          {"mean_on_recent", h.mean_on_recent}});
-        std::printf("%s\n",
-                    nlohmann::json{{"recent", o.attention_recent}, {"heads", j}}.dump(2).c_str());
+        std::printf(
+            "%s\n",
+            json_terminal_safe(nlohmann::json{{"recent", o.attention_recent}, {"heads", j}}.dump(2))
+                .c_str());
         return 0;
     }
     std::string recent = "p(last " + std::to_string(o.attention_recent) + ")";
@@ -63,24 +66,25 @@ int run_inspect(const InspectOptions& o) {
     if (!state) return fail(state.error().message);
     auto j = state_to_json(**state, last + 1);
     if (o.json) {
-        std::printf("%s\n", j.dump(2).c_str());
+        std::printf("%s\n", json_terminal_safe(j.dump(2)).c_str());
         return 0;
     }
     const auto& pool = j["pool"];
-    std::printf("%s: step %lld of %lld\n", o.path.c_str(), static_cast<long long>(step),
-                static_cast<long long>(last));
+    std::printf("%s: step %lld of %lld\n", terminal_safe(o.path).c_str(),
+                static_cast<long long>(step), static_cast<long long>(last));
     std::printf("pool: %d blocks of %d tokens (%s): %d used, %d free, %d cached\n",
                 pool["total"].get<int>(), pool["block_size"].get<int>(),
-                pool["allocator"].get<std::string>().c_str(), pool["used"].get<int>(),
-                pool["free"].get<int>(), pool["cached"].get<int>());
+                terminal_safe(pool["allocator"].get<std::string>()).c_str(),
+                pool["used"].get<int>(), pool["free"].get<int>(), pool["cached"].get<int>());
     for (const auto& [name, value] : (*state)->metrics)
-        std::printf("  %-24s %g\n", name.c_str(), value);
+        std::printf("  %-24s %g\n", terminal_safe(name).c_str(), value);
     std::printf("requests:\n");
     for (const auto& q : j["requests"]) {
         std::string table;
         for (int b : q["block_table"])
             table += (table.empty() ? "" : " ") + std::to_string(b);
-        std::printf("  %-10s %-9s %4d tokens  blocks [%s]\n", q["id"].get<std::string>().c_str(),
+        std::printf("  %-10s %-9s %4d tokens  blocks [%s]\n",
+                    terminal_safe(q["id"].get<std::string>()).c_str(),
                     q["state"].get<std::string>().c_str(), q["num_tokens"].get<int>(),
                     table.c_str());
     }

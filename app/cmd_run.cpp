@@ -8,6 +8,7 @@
 #include "app/recording.h"
 #include "app/serving_flags.h"
 #include "base/output_file.h"
+#include "base/terminal_text.h"
 #include "engine/model_loader.h"
 #include "engine/scheduler.h"
 #include "engine/workload.h"
@@ -27,7 +28,8 @@ struct RunOptions {
 nlohmann::json summary_to_json(const ServingSummary& s) {
     nlohmann::json j;
     j["requests"] = s.requests;
-    j["rejected"] = s.rejected;
+    j["requests_rejected"] = s.rejected;
+    j["rejected"] = s.rejected_reasons;  // request id -> why
     j["tokens"] = s.tokens;
     j["steps"] = s.steps;
     j["seconds"] = s.seconds;
@@ -56,7 +58,8 @@ int run_serving(const RunOptions& o) {
     auto loaded = load_model(o.model);
     if (!loaded) return fail(loaded.error().message);
     auto model = std::make_shared<const LoadedModel>(std::move(loaded).value());
-    auto requests = load_workload(o.workload, model->tokenizer.get(), model->config.vocab_size);
+    auto requests = load_workload(o.workload, model->tokenizer.get(), model->config.vocab_size,
+                                  model->config.context_length);
     if (!requests) return fail(requests.error().message);
     auto engine = Engine::create(model, o.serving.engine_options());
     if (!engine) return fail(engine.error().message);
@@ -72,12 +75,16 @@ int run_serving(const RunOptions& o) {
     Scheduler scheduler(**engine, serving.value(), std::move(requests).value());
     ServingSummary s = scheduler.run_to_completion();
     if (recorder && finish_recording(recorder, **engine) != 0) return 1;
+    for (const auto& [id, why] : s.rejected_reasons)
+        std::fprintf(stderr, "kvscope run: request %s rejected: %s\n", terminal_safe(id).c_str(),
+                     why.c_str());
 
     std::fprintf(
         stderr,
         "kvscope run: %s, %s allocator, %d blocks of %d tokens, prefix cache %s, preempt by %s\n",
-        o.workload.c_str(), o.serving.allocator.c_str(), (*engine)->options().num_blocks,
-        (*engine)->options().block_size, o.serving.prefix_cache.c_str(), o.serving.preempt.c_str());
+        terminal_safe(o.workload).c_str(), o.serving.allocator.c_str(),
+        (*engine)->options().num_blocks, (*engine)->options().block_size,
+        o.serving.prefix_cache.c_str(), o.serving.preempt.c_str());
     std::printf("requests            %d (%d rejected)\n", s.requests, s.rejected);
     std::printf("tokens generated    %lld\n", static_cast<long long>(s.tokens));
     std::printf("steps               %lld\n", static_cast<long long>(s.steps));

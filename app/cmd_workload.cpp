@@ -5,6 +5,7 @@
 #include "app/commands.h"
 #include "app/model_paths.h"
 #include "base/output_file.h"
+#include "base/terminal_text.h"
 #include "engine/model_loader.h"
 #include "engine/workload.h"
 #include "engine/workload_generator.h"
@@ -33,12 +34,14 @@ int run_workload(const WorkloadOptions& o) {
     for (const auto& g : reqs)
         text += request_to_json(g.request, g.prompt_text) + "\n";
     if (o.out.empty()) {
+        text = json_terminal_safe(text);
         std::fwrite(text.data(), 1, text.size(), stdout);
         return 0;
     }
     Status w = write_output_file(o.out, text, {.force = o.force, .inputs = {o.model}});
     if (!w) return fail(w.error().message);
-    std::fprintf(stderr, "kvscope: wrote %zu requests to %s\n", reqs.size(), o.out.c_str());
+    std::fprintf(stderr, "kvscope: wrote %zu requests to %s\n", reqs.size(),
+                 terminal_safe(o.out).c_str());
     return 0;
 }
 }  // namespace

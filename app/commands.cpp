@@ -1,4 +1,5 @@
 #include "app/commands.h"
+#include "base/terminal_text.h"
 
 #include <cstdio>
 #include <exception>
@@ -18,12 +19,14 @@ int check_output(const std::string& path, bool force, const std::vector<std::str
 }
 
 int fail(const std::string& message) {
-    std::fprintf(stderr, "kvscope: error: %s\n", message.c_str());
+    // Messages quote paths, request ids and token text from files: one line, nothing a
+    // terminal would act on.
+    std::fprintf(stderr, "kvscope: error: %s\n", terminal_safe(message).c_str());
     return 1;
 }
 
 int usage_error(const std::string& message) {
-    std::fprintf(stderr, "kvscope: error: %s (see --help)\n", message.c_str());
+    std::fprintf(stderr, "kvscope: error: %s (see --help)\n", terminal_safe(message).c_str());
     return 2;
 }
 

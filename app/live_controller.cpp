@@ -111,6 +111,9 @@ Status LiveController::add_prompt(const std::string& text, int max_tokens) {
     Request r;
     r.id = "live";
     r.id += std::to_string(++added_);
+    if (Status s = model_->tokenizer->check_fits(text, model_->config.context_length, "the prompt");
+        !s)
+        return s;
     r.prompt = model_->tokenizer->encode(text, model_->tokenizer->wants_bos());
     if (r.prompt.empty()) return Error{"the prompt is empty"};
     r.max_tokens = max_tokens;

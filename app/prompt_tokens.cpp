@@ -37,6 +37,9 @@ Result<std::vector<int32_t>> prompt_tokens(const LoadedModel& model, const std::
             return Error{
                 model.path +
                 " has no tokenizer (llama2.c files carry none): pass the prompt as --prompt-ids"};
+        if (Status s = model.tokenizer->check_fits(text, model.config.context_length, "--prompt");
+            !s)
+            return s.error();
         auto out = model.tokenizer->encode(text, model.tokenizer->wants_bos());
         if (out.empty()) return Error{"the prompt encodes to no tokens"};
         return out;

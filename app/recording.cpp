@@ -5,6 +5,7 @@
 
 #include "app/commands.h"
 #include "app/model_paths.h"
+#include "base/terminal_text.h"
 
 namespace kvscope::app {
 
@@ -52,7 +53,7 @@ int finish_recording(std::unique_ptr<Recorder>& recorder, Engine& engine) {
     auto bytes = std::filesystem::file_size(recorder->path(), ec);
     std::fprintf(stderr, "kvscope: recorded %llu events to %s (%.1f KiB, %.1f bytes/event)\n",
                  static_cast<unsigned long long>(recorder->events_written()),
-                 recorder->path().c_str(), static_cast<double>(bytes) / 1024.0,
+                 terminal_safe(recorder->path()).c_str(), static_cast<double>(bytes) / 1024.0,
                  recorder->events_written()
                      ? static_cast<double>(bytes) / static_cast<double>(recorder->events_written())
                      : 0.0);

@@ -101,14 +101,21 @@ void Scheduler::admit_arrivals() {
             if (too_long || need_blocks > engine_.options().num_blocks) {
                 s.state = SequenceState::kRejected;
                 ++totals_.rejected;
+                std::string why = too_long
+                                      ? "its prompt of " + std::to_string(s.prompt_len) +
+                                            " tokens is longer than the model's context (" +
+                                            std::to_string(engine_.config().context_length) + ")"
+                                      : "it needs " + std::to_string(need_blocks) +
+                                            " blocks and the whole pool holds " +
+                                            std::to_string(engine_.options().num_blocks);
+                totals_.rejected_reasons[s.name] = why;
                 if (rep.on()) {
                     Event e;
                     e.kind = EventKind::kRequestReject;
                     e.request = s.index;
                     e.a = need_blocks;
                     e.b = engine_.options().num_blocks;
-                    e.text = too_long ? "prompt longer than the model's context"
-                                      : "needs more blocks than the whole pool holds";
+                    e.text = std::move(why);
                     rep.emit(std::move(e));
                 }
                 seqs_.push_back(std::move(s));
@@ -389,6 +396,7 @@ bool Scheduler::step() {
             step_ = std::max(step_ + 1, requests_[arrival_order_[next_arrival_]].arrival_step);
         else
             ++step_;
+        ++steps_run_;
         return true;
     }
     // Decode chunks are single tokens of sequences that have generated before; the rest is
@@ -458,6 +466,7 @@ bool Scheduler::step() {
         rep.emit(std::move(e));
     }
     ++step_;
+    ++steps_run_;
     return true;
 }
 
@@ -555,14 +564,15 @@ void Scheduler::compute_metrics() {
 
 ServingSummary Scheduler::summary() const {
     ServingSummary s = totals_;
-    s.steps = step_;
+    s.steps = steps_run_;
     for (const Sequence& q : seqs_) {
         s.tokens += q.generated() > 0 ? q.generated() : 0;
         if (q.state == SequenceState::kFinished)
             s.outputs[q.name] =
                 std::vector<int32_t>(q.tokens.begin() + q.prompt_len, q.tokens.end());
     }
-    s.mean_fragmentation = step_ > 0 ? fragmentation_sum_ / static_cast<double>(step_) : 0.0;
+    s.mean_fragmentation =
+        steps_run_ > 0 ? fragmentation_sum_ / static_cast<double>(steps_run_) : 0.0;
     s.prefix_hit_rate = metrics_.prefix_hit_rate;
     s.cow_copies = engine_.blocks().cow_copies();
     s.seconds = s.schedule_seconds + s.forward_seconds;

@@ -66,8 +66,9 @@ struct StepMetrics {
 
 struct ServingSummary {
     int32_t requests = 0, rejected = 0;
-    int64_t tokens = 0;  // generated
-    int64_t steps = 0;
+    std::map<std::string, std::string> rejected_reasons;  // request id -> why
+    int64_t tokens = 0;                                   // generated
+    int64_t steps = 0;  // engine iterations run (idle gaps between arrivals are skipped)
     double seconds = 0;
     double tokens_per_second = 0;
     int32_t peak_blocks_used = 0;
@@ -137,6 +138,7 @@ class Scheduler {
     size_t next_arrival_ = 0;
     std::vector<size_t> arrival_order_;
     int64_t step_ = 0;
+    int64_t steps_run_ = 0;
     bool stopped_by_probe_ = false;
     int32_t host_blocks_used_ = 0;
     std::function<void(const Sequence&, int32_t)> on_token_;

@@ -135,6 +135,26 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool strip_space_
 
 // [SECTION] Construction
 
+size_t Tokenizer::longest_token_bytes() const {
+    if (longest_token_bytes_ == 0) {
+        size_t longest = 1;
+        for (int32_t id = 0; id < vocab_size(); ++id)
+            longest = std::max(longest, token_text(id).size());
+        longest_token_bytes_ = longest;
+    }
+    return longest_token_bytes_;
+}
+
+Status Tokenizer::check_fits(std::string_view text, int32_t max_tokens,
+                             const std::string& what) const {
+    // +1: the SentencePiece space prefix adds a byte of its own.
+    const size_t limit = static_cast<size_t>(std::max(max_tokens, 0)) * longest_token_bytes() + 1;
+    if (text.size() <= limit) return {};
+    return Error{what + " is " + std::to_string(text.size()) +
+                 " bytes, more than the model's context of " + std::to_string(max_tokens) +
+                 " tokens can hold (at most " + std::to_string(limit) + " bytes)"};
+}
+
 Result<std::unique_ptr<Tokenizer>> Tokenizer::from_vocab(TokenizerVocab v) {
     if (v.kind != TokenizerKind::kSentencePiece && v.kind != TokenizerKind::kGpt2Bpe)
         return Error{"unknown tokenizer kind " + std::to_string(static_cast<int>(v.kind))};

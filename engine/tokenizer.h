@@ -94,6 +94,16 @@ class Tokenizer {
     // Things that work but not as the file asked, e.g. an unsupported pre-tokenizer replaced by
     // GPT-2's. Empty for a vocabulary kvscope handles exactly like llama.cpp.
     virtual const std::vector<std::string>& warnings() const = 0;
+
+    // The most bytes of text one token can stand for (its vocabulary text is never shorter).
+    size_t longest_token_bytes() const;
+    // Checks, before encoding, that `text` could fit in `max_tokens` tokens at all: a text of
+    // more than max_tokens x longest_token_bytes() bytes cannot. Encoding a 50 MB prompt only to
+    // find it longer than the context took 8 s and 2 GB. `what` names the text in the message.
+    Status check_fits(std::string_view text, int32_t max_tokens, const std::string& what) const;
+
+  private:
+    mutable size_t longest_token_bytes_ = 0;
 };
 
 }  // namespace kvscope

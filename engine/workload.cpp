@@ -37,7 +37,7 @@ const std::set<std::string> kFields = {"id",         "arrival_step", "prompt",
                                        "top_p",      "seed",         "n"};
 
 Result<Request> parse_line(const std::string& line, const Tokenizer* tokenizer, int32_t vocab_size,
-                           size_t index) {
+                           int32_t context_length, size_t index) {
     json j = json::parse(line, nullptr, false);
     if (j.is_discarded()) return Error{"not valid JSON"};
     if (!j.is_object()) return Error{"expected a JSON object"};
@@ -54,12 +54,11 @@ Result<Request> parse_line(const std::string& line, const Tokenizer* tokenizer, 
         const json& v = j[key];
         if (!v.is_number_integer() && !v.is_number_unsigned())
             return Error{std::string("'") + key + "' must be an integer"};
-        int64_t x = v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)
-                        ? INT64_MAX
-                        : v.get<int64_t>();
-        if (x < lo || x > hi) {
+        bool huge = v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX);
+        int64_t x = huge ? INT64_MAX : v.get<int64_t>();
+        if (huge || x < lo || x > hi) {
             std::ostringstream m;
-            m << "'" << key << "' is " << x << ", must be between " << lo << " and " << hi;
+            m << "'" << key << "' is " << v.dump() << ", must be between " << lo << " and " << hi;
             return Error{m.str()};
         }
         out = x;
@@ -113,7 +112,10 @@ Result<Request> parse_line(const std::string& line, const Tokenizer* tokenizer, 
         if (!j["prompt"].is_string()) return Error{"'prompt' must be a string"};
         if (!tokenizer)
             return Error{"'prompt' is text but the model has no tokenizer: use 'prompt_ids'"};
-        r.prompt = tokenizer->encode(j["prompt"].get<std::string>(), tokenizer->wants_bos());
+        const std::string& text = j["prompt"].get_ref<const std::string&>();
+        if (Status s = tokenizer->check_fits(text, context_length, "'prompt'"); !s)
+            return s.error();
+        r.prompt = tokenizer->encode(text, tokenizer->wants_bos());
     }
     if (r.prompt.empty()) return Error{"the prompt is empty"};
     return r;
@@ -121,7 +123,8 @@ Result<Request> parse_line(const std::string& line, const Tokenizer* tokenizer, 
 }  // namespace
 
 Result<std::vector<Request>> parse_workload(std::string_view text, const std::string& name,
-                                            const Tokenizer* tokenizer, int32_t vocab_size) {
+                                            const Tokenizer* tokenizer, int32_t vocab_size,
+                                            int32_t context_length) {
     std::vector<Request> out;
     std::set<std::string> ids;
     size_t line_no = 0, start = 0;
@@ -133,7 +136,7 @@ Result<std::vector<Request>> parse_workload(std::string_view text, const std::st
         start = end + 1;
         size_t first = line.find_first_not_of(" \t\r");
         if (first == std::string::npos || line[first] == '#') continue;
-        auto r = parse_line(line, tokenizer, vocab_size, out.size());
+        auto r = parse_line(line, tokenizer, vocab_size, context_length, out.size());
         if (!r) return Error{name + ":" + std::to_string(line_no) + ": " + r.error().message};
         if (!ids.insert(r->id).second)
             return Error{name + ":" + std::to_string(line_no) + ": duplicate request id '" + r->id +
@@ -145,10 +148,10 @@ Result<std::vector<Request>> parse_workload(std::string_view text, const std::st
 }
 
 Result<std::vector<Request>> load_workload(const std::string& path, const Tokenizer* tokenizer,
-                                           int32_t vocab_size) {
+                                           int32_t vocab_size, int32_t context_length) {
     auto text = read_input_file(path, "workload", kMaxWorkloadBytes);
     if (!text) return text.error();
-    return parse_workload(text.value(), path, tokenizer, vocab_size);
+    return parse_workload(text.value(), path, tokenizer, vocab_size, context_length);
 }
 
 std::string request_to_json(const Request& r, const std::string& prompt_text) {

@@ -138,7 +138,12 @@ TEST(Cli, MalformedWorkloadsAreReportedWithLineNumbers) {
                       "4", "--summary-json", dir + "/s.json"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     auto j = nlohmann::json::parse(test::read_file(dir + "/s.json"));
-    EXPECT_EQ(j["rejected"], 1);
+    // The rejection says why, on stderr and in the summary.
+    EXPECT_EQ(j["requests_rejected"], 1);
+    ASSERT_TRUE(j["rejected"].contains("huge")) << j.dump();
+    EXPECT_NE(j["rejected"]["huge"].get<std::string>().find("the whole pool holds 4"),
+              std::string::npos);
+    EXPECT_NE(r.err.find("request huge rejected: it needs"), std::string::npos) << r.err;
     EXPECT_TRUE(j["outputs"].contains("small"));
     expect_clean_failure(
         kvscope({"run", "--model", *model, "--workload", dir + "/big.jsonl", "--num-blocks", "0"}),

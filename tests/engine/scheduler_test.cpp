@@ -228,7 +228,7 @@ TEST(Workload, ParsesAndReportsBadLinesWithTheirNumbers) {
         "# a comment\n{\"id\":\"a\",\"prompt_ids\":[1,2],\"max_tokens\":3}\n\n"
         "{\"prompt_ids\":[5],\"n\":2,\"temperature\":0.5,\"top_p\":0.9,\"seed\":4,\"arrival_step\":"
         "7}\n",
-        "w.jsonl", nullptr, 10);
+        "w.jsonl", nullptr, 10, 64);
     ASSERT_TRUE(ok.ok()) << ok.error().message;
     ASSERT_EQ(ok->size(), 2u);
     EXPECT_EQ((*ok)[1].id, "r2");
@@ -252,7 +252,7 @@ TEST(Workload, ParsesAndReportsBadLinesWithTheirNumbers) {
           Bad{"{\"prompt_ids\":[1],\"temperature\":\"hot\"}", "'temperature' must be a number"},
           Bad{"{\"prompt_ids\":[1],\"max_tokens\":99999999999999999999}", "must be an integer"},
           Bad{"", "no requests"}}) {
-        auto r = parse_workload(b.text, "w.jsonl", nullptr, 10);
+        auto r = parse_workload(b.text, "w.jsonl", nullptr, 10, 64);
         ASSERT_FALSE(r.ok()) << b.text;
         EXPECT_NE(r.error().message.find(b.expect), std::string::npos) << r.error().message;
     }
