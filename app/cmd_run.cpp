@@ -75,6 +75,7 @@ int run_serving(const RunOptions& o) {
     Scheduler scheduler(**engine, serving.value(), std::move(requests).value());
     ServingSummary s = scheduler.run_to_completion();
     if (recorder && finish_recording(recorder, **engine) != 0) return 1;
+    if (!scheduler.error().ok()) return fail(scheduler.error().error().message);
     for (const auto& [id, why] : s.rejected_reasons)
         std::fprintf(stderr, "kvscope run: request %s rejected: %s\n", terminal_safe(id).c_str(),
                      why.c_str());

@@ -91,6 +91,8 @@ int LiveController::step(int n) {
     for (; ran < n && scheduler_->step(); ++ran) {
     }
     if (Status s = sync(); !s && problem_.empty()) problem_ = s.error().message;
+    if (!scheduler_->error().ok() && problem_.empty())
+        problem_ = scheduler_->error().error().message;
     if (scheduler_->stopped_by_probe() && problem_.empty())
         problem_ = "the recording stopped: " + recorder_->flush().error().message;
     return ran;

@@ -22,6 +22,25 @@ CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights, K
 }
 
 namespace {
+// Index of the first NaN or Inf in x[0..n), or n. Branch-free over the exponent bits so the
+// scan vectorizes: it runs once per layer over the residual stream.
+size_t first_nonfinite(const float* x, size_t n) {
+    constexpr size_t kChunk = 256;
+    for (size_t begin = 0; begin < n; begin += kChunk) {
+        const size_t end = std::min(n, begin + kChunk);
+        uint32_t bad = 0;
+        for (size_t i = begin; i < end; ++i) {
+            uint32_t bits;
+            std::memcpy(&bits, &x[i], 4);
+            bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+        }
+        if (bad)
+            for (size_t i = begin; i < end; ++i)
+                if (!std::isfinite(x[i])) return i;
+    }
+    return n;
+}
+
 void add_bias(float* rows, int n_rows, const Vector& bias) {
     if (!bias.data) return;
     for (int r = 0; r < n_rows; ++r)
@@ -30,7 +49,7 @@ void add_bias(float* rows, int n_rows, const Vector& bias) {
 }
 }  // namespace
 
-void CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
+Status CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
     const ModelConfig& c = config_;
     if (capture_) capture_->rows.clear();
     const int n = static_cast<int>(batch.tokens.size());
@@ -60,6 +79,18 @@ void CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
                     weights_.token_embedding.data +
                         static_cast<int64_t>(batch.tokens[static_cast<size_t>(r)]) * c.dim,
                     sizeof(float) * static_cast<size_t>(c.dim));
+
+    // Where the activations first stop being finite, said in words a user can act on.
+    auto check_finite = [&](const float* v, size_t count, size_t width, const std::string& where) {
+        size_t i = first_nonfinite(v, count);
+        if (i == count) return Status{};
+        size_t r = i / width;
+        return Status{Error{"the model produced " + std::string(std::isnan(v[i]) ? "NaN" : "Inf") +
+                            " in " + where + " (token position " +
+                            std::to_string(r < N ? row_pos_[r] : 0) +
+                            "): its weights hold NaN or Inf, or overflow float32"}};
+    };
+    if (Status s = check_finite(x_.data(), N * c.dim, c.dim, "the token embedding"); !s) return s;
 
     using clock = std::chrono::steady_clock;
     times_ = {};
@@ -116,6 +147,8 @@ void CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
         for (size_t i = 0; i < N * c.dim; ++i)
             x_[i] += xb_[i];
         times_.mlp_ns += since(t_mlp);
+        if (Status s = check_finite(x_.data(), N * c.dim, c.dim, "layer " + std::to_string(l)); !s)
+            return s;
     }
 
     // Final norm and classifier, only for the rows whose logits are wanted.
@@ -135,6 +168,12 @@ void CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
     }
     logits.resize(static_cast<size_t>(n_out) * c.vocab_size);
     if (n_out > 0) matmul(pool_, last.data(), n_out, weights_.output, logits.data());
+    size_t bad = first_nonfinite(logits.data(), logits.size());
+    if (bad < logits.size())
+        return Error{"the model produced " + std::string(std::isnan(logits[bad]) ? "NaN" : "Inf") +
+                     " in its output layer (logits): its output weights or final norm hold NaN or "
+                     "Inf, or overflow float32"};
+    return {};
 }
 
 void CpuForward::attention(const ForwardBatch& batch, int layer) {

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <vector>
 
+#include "base/result.h"
 #include "engine/block_manager.h"
 #include "engine/kv_cache.h"
 #include "engine/model_config.h"
@@ -61,8 +62,10 @@ class CpuForward {
                ThreadPool& pool);
 
     // Writes the K/V of every token into the cache and returns the logits of each chunk
-    // with want_logits, in chunk order: [num_logit_chunks][vocab].
-    void run(const ForwardBatch& batch, std::vector<float>& logits);
+    // with want_logits, in chunk order: [num_logit_chunks][vocab]. Fails when an activation
+    // stops being finite, naming the first layer where it did (NaN or Inf weights would
+    // otherwise give token 0 forever without a word).
+    [[nodiscard]] Status run(const ForwardBatch& batch, std::vector<float>& logits);
     // Null (the default) captures nothing and costs nothing.
     void set_capture(AttentionCapture* capture) { capture_ = capture; }
     // Where the last run() spent its time, summed over layers (host clock; a few reads per

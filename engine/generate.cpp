@@ -56,6 +56,7 @@ Result<GenerateStats> generate(Engine& engine, const GenerateRequest& request,
         on_token(token);
     });
     scheduler.run_to_completion();
+    if (!scheduler.error().ok()) return scheduler.error().error();
     const Sequence& s = scheduler.sequences().front();
     stats.stopped_by_eos = s.finish == FinishReason::kEndToken;
     if (stats.generated_tokens > 0) {

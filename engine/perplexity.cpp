@@ -29,8 +29,9 @@ Result<PerplexityResult> perplexity(Engine& engine, const std::vector<int32_t>& 
             return Error{"the KV cache cannot hold a chunk of " + std::to_string(n_ctx) +
                          " tokens: " + s.error().message};
         ForwardBatch batch{chunk, {SequenceChunk{&table, 0, n_ctx, false, true}}};
-        engine.forward().run(batch, logits);
+        Status ran = engine.forward().run(batch, logits);
         engine.blocks().free(table);
+        if (!ran) return ran.error();
         for (int32_t i = n_ctx / 2; i < n_ctx - 1; ++i) {
             const float* row = &logits[static_cast<size_t>(i) * V];
             float mx = *std::max_element(row, row + V);

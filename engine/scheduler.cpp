@@ -415,8 +415,12 @@ bool Scheduler::step() {
     bool capture = rep.on() && !options_.capture_attention.empty();
     if (capture) capture_.wanted = options_.capture_attention;
     engine_.forward().set_capture(capture ? &capture_ : nullptr);
-    engine_.forward().run(batch, logits_);
+    Status ran = engine_.forward().run(batch, logits_);
     engine_.forward().set_capture(nullptr);
+    if (!ran) {
+        error_ = ran;  // nothing sampled from garbage; the run ends here
+        return false;
+    }
     double forward_s = seconds_since(t_forward);
     if (capture) report_attention(chunk_seq);
 

@@ -101,6 +101,8 @@ class Scheduler {
     // failed (a recording that can no longer be written: see stopped_by_probe()).
     bool step();
     bool stopped_by_probe() const { return stopped_by_probe_; }
+    // Why the run stopped early (the forward pass failed: NaN weights), or ok.
+    const Status& error() const { return error_; }
     ServingSummary run_to_completion();
 
     int64_t current_step() const { return step_; }
@@ -140,6 +142,7 @@ class Scheduler {
     int64_t step_ = 0;
     int64_t steps_run_ = 0;
     bool stopped_by_probe_ = false;
+    Status error_;
     int32_t host_blocks_used_ = 0;
     std::function<void(const Sequence&, int32_t)> on_token_;
 

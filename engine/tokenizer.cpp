@@ -180,7 +180,9 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_vocab(TokenizerVocab v) {
             return Error{std::string(key) + " " + std::to_string(id) + " is outside the " +
                          std::to_string(n) + " tokens"};
     // llama.cpp renames empty tokens (they could never match text) and aborts on duplicate
-    // texts; refusing them here keeps every text -> id lookup unambiguous.
+    // texts; refusing them here keeps every text -> id lookup unambiguous. An empty token is
+    // only a placeholder where its type says so (control, unknown, unused, undefined): a normal,
+    // byte or user-defined token without text is a broken vocabulary.
     detail::StringMap<size_t> seen;
     seen.reserve(n);
     for (size_t i = 0; i < n; ++i) {
@@ -189,11 +191,36 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_vocab(TokenizerVocab v) {
             return Error{"tokenizer.ggml.tokens[" + std::to_string(i) + "] is " +
                          std::to_string(t.size()) + " bytes long, more than " +
                          std::to_string(kMaxTokenBytes)};
-        if (t.empty()) t = "[EMPTY_" + std::to_string(i) + "]";
+        if (t.empty()) {
+            auto type =
+                v.token_types.empty() ? static_cast<int32_t>(TokenType::kNormal) : v.token_types[i];
+            if (type == static_cast<int32_t>(TokenType::kNormal) ||
+                type == static_cast<int32_t>(TokenType::kByte) ||
+                type == static_cast<int32_t>(TokenType::kUserDefined))
+                return Error{"tokenizer.ggml.tokens[" + std::to_string(i) +
+                             "] is empty: a token of this type must have text"};
+            t = "[EMPTY_" + std::to_string(i) + "]";
+        }
         auto [it, fresh] = seen.emplace(t, i);
         if (!fresh)
             return Error{"tokenizer.ggml.tokens has " + quote_for_message(t) + " twice (ids " +
                          std::to_string(it->second) + " and " + std::to_string(i) + ")"};
+    }
+    // Every BPE merge is "left right": two tokens of the vocabulary, one space between.
+    for (size_t r = 0; r < v.merges.size(); ++r) {
+        const std::string& m = v.merges[r];
+        auto where = [&] {
+            return "tokenizer.ggml.merges[" + std::to_string(r) + "] " + quote_for_message(m);
+        };
+        if (m.empty()) return Error{"tokenizer.ggml.merges[" + std::to_string(r) + "] is empty"};
+        size_t space = m.find(' ', 1);
+        if (space == std::string::npos || space + 1 >= m.size())
+            return Error{where() + " is not two tokens separated by a space"};
+        for (std::string_view part :
+             {std::string_view(m).substr(0, space), std::string_view(m).substr(space + 1)})
+            if (!seen.count(std::string(part)))
+                return Error{where() + " names " + quote_for_message(std::string(part)) +
+                             ", which is not a token of the vocabulary"};
     }
     if (v.scores.empty()) v.scores.assign(n, 0.0f);
     if (v.token_types.empty()) v.token_types.assign(n, static_cast<int32_t>(TokenType::kNormal));

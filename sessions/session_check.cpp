@@ -7,6 +7,67 @@
 
 namespace kvscope {
 
+namespace {
+// Steps are 64-bit; past 2^53 the plots' doubles could no longer tell neighbours apart.
+constexpr int64_t kMaxStep = int64_t{1} << 53;
+
+bool names_block(EventKind k) {
+    switch (k) {
+        case EventKind::kBlockAlloc:
+        case EventKind::kBlockFree:
+        case EventKind::kBlockShare:
+        case EventKind::kBlockHashed:
+        case EventKind::kCowCopy:
+        case EventKind::kPrefixHit:
+        case EventKind::kBlockEvict:
+            return true;
+        default:
+            return false;
+    }
+}
+
+// Every captured attention row: one u8 probability per key 0..qpos, a layer and head the
+// model has, a step the session has. The heatmap drops rows it cannot place; check says so.
+void check_attention_rows(const std::string& path, SessionReader& r, CheckReport& rep) {
+    auto db = SqliteDb::open(path, SQLITE_OPEN_READONLY);
+    if (!db) return;
+    auto q = db->prepare(
+        "SELECT id, step, request, layer, head, qpos, format, length(probs) FROM attention");
+    if (!q) {
+        rep.problems.push_back("the attention table is unreadable");
+        return;
+    }
+    const RunInfo& info = r.info();
+    Status err;
+    int64_t bad = 0;
+    std::string first;
+    while (q->next(err)) {
+        int64_t id = q->column_int(0), step = q->column_int(1), layer = q->column_int(3),
+                head = q->column_int(4), qpos = q->column_int(5), format = q->column_int(6),
+                len = q->column_int(7);
+        std::string why;
+        if (format != 1)
+            why = "has format " + std::to_string(format) + " (1 is u8 probabilities)";
+        else if (qpos < 0 || len != qpos + 1)
+            why = "at query position " + std::to_string(qpos) + " holds " + std::to_string(len) +
+                  " probabilities, not " + std::to_string(qpos + 1);
+        else if (layer < 0 || layer >= info.n_layers || head < 0 || head >= info.n_heads)
+            why = "names layer " + std::to_string(layer) + " head " + std::to_string(head) +
+                  ", which the model (" + std::to_string(info.n_layers) + " layers of " +
+                  std::to_string(info.n_heads) + " heads) does not have";
+        else if (step < r.first_step() || step > r.last_step())
+            why = "is at step " + std::to_string(step) + ", outside the session's steps";
+        if (why.empty()) continue;
+        if (bad++ == 0) first = "attention row " + std::to_string(id) + " " + why;
+    }
+    if (!err.ok()) rep.problems.push_back("attention table: " + err.error().message);
+    if (bad == 1) rep.problems.push_back(first);
+    if (bad > 1)
+        rep.problems.push_back(first + " (and " + std::to_string(bad - 1) +
+                               " more attention rows like it)");
+}
+}  // namespace
+
 CheckReport check_session(const std::string& path) {
     CheckReport rep;
     auto reader = SessionReader::open(path);
@@ -36,9 +97,13 @@ CheckReport check_session(const std::string& path) {
     int64_t prev_step = -1;
     TimelineState state(r.info());
     size_t next_keyframe = 0;
+    const int32_t pool = r.info().num_blocks;
     for (const StepSummary& s : r.steps()) {
         if (s.step <= prev_step)
             rep.problems.push_back("step " + std::to_string(s.step) + " is out of order");
+        if (s.step < 0 || s.step > kMaxStep)
+            rep.problems.push_back("step " + std::to_string(s.step) + " is outside 0.." +
+                                   std::to_string(kMaxStep));
         prev_step = s.step;
         auto events = r.events(s.step, s.step);
         if (!events) {
@@ -51,6 +116,11 @@ CheckReport check_session(const std::string& path) {
                                    std::to_string(s.n_events) + " events, holds " +
                                    std::to_string(events->size()));
         for (const Event& e : *events) {
+            if (names_block(e.kind) && (e.block < 0 || e.block >= pool))
+                rep.problems.push_back("step " + std::to_string(s.step) + ": a " +
+                                       std::string(event_kind_name(e.kind)) +
+                                       " event names block " + std::to_string(e.block) +
+                                       ", the pool holds " + std::to_string(pool));
             if (e.seq_no != expect_seq) {
                 rep.problems.push_back(
                     "step " + std::to_string(s.step) + ": event " + std::to_string(e.seq_no) +
@@ -86,6 +156,7 @@ CheckReport check_session(const std::string& path) {
                                        " disagrees with the events before it");
         }
     }
+    check_attention_rows(path, r, rep);
     if (rep.problems.size() > 50) {
         size_t more = rep.problems.size() - 50;
         rep.problems.resize(50);

@@ -221,8 +221,17 @@ Status SessionReader::apply_steps(TimelineState& state, int64_t after, int64_t u
         std::string msg;
         if (!decode_events(blob, n, 0, step, strings_, events, msg))
             return Error{path_ + ": step " + std::to_string(step) + ": " + msg};
-        for (const Event& e : events)
+        for (const Event& e : events) {
+            // A state built from events out of order or with some missing would be wrong
+            // without looking wrong; `check` lists every such place.
+            if (e.seq_no != state.last_seq_no + 1)
+                return Error{path_ + ": step " + std::to_string(step) + ": event " +
+                             std::to_string(e.seq_no) + " follows " +
+                             std::to_string(state.last_seq_no) +
+                             ": the session's events are out of order or missing (`kvscope "
+                             "check` lists the problems)"};
             state.apply(e);
+        }
         state.step = std::max(state.step, step);
     }
     q.reset();

@@ -434,7 +434,8 @@ int run_window(const WindowOptions& o) {
         ctx.view.message_is_error = true;
     }
     if (o.step >= 0) {
-        if (ctx.controller) ctx.controller->step(static_cast<int>(o.step));
+        if (ctx.controller)
+            ctx.controller->step(static_cast<int>(std::min<long long>(o.step, INT32_MAX)));
         ctx.set_cursor(o.step);
     }
 

@@ -28,10 +28,10 @@ void draw_timeline_panel(UiContext& ctx) {
     int64_t first = steps.front().step, last = steps.back().step;
     int64_t lo = v.view_hi < 0 ? first : std::max(first, v.view_lo);
     int64_t hi = v.view_hi < 0 ? last : std::min(last, v.view_hi);
-    int cursor = static_cast<int>(v.cursor);
+    // 64-bit: a run with long idle gaps between arrivals numbers its steps past 2^31.
+    long long cursor = v.cursor, first_ll = first, last_ll = last;
     ImGui::SetNextItemWidth(-1);
-    if (ImGui::SliderInt("##step", &cursor, static_cast<int>(first), static_cast<int>(last),
-                         "step %d"))
+    if (ImGui::SliderScalar("##step", ImGuiDataType_S64, &cursor, &first_ll, &last_ll, "step %lld"))
         ctx.set_cursor(cursor);
     static int64_t zoom_from = -1;
     const bool has_gpu = false;

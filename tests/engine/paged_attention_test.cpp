@@ -55,7 +55,7 @@ TEST_P(PagedVsContiguous, LogitsMatchAtEveryStep) {
             ASSERT_TRUE(e.blocks().grow(table, prompt_len).ok());
             ForwardBatch batch{prompt, {SequenceChunk{&table, 0, prompt_len, true}}};
             std::vector<float> logits;
-            e.forward().run(batch, logits);
+            ASSERT_TRUE(e.forward().run(batch, logits).ok());
             const std::vector<float>* want = nullptr;
             for (int p = 0; p < prompt_len; ++p)
                 want = &ref.step(prompt[static_cast<size_t>(p)], p);
@@ -67,7 +67,7 @@ TEST_P(PagedVsContiguous, LogitsMatchAtEveryStep) {
                 int32_t next = argmax(logits.data(), c.config.vocab_size);
                 ASSERT_TRUE(e.blocks().grow(table, pos + 1).ok());
                 ForwardBatch decode{{next}, {SequenceChunk{&table, pos, 1, true}}};
-                e.forward().run(decode, logits);
+                ASSERT_TRUE(e.forward().run(decode, logits).ok());
                 const std::vector<float>& r = ref.step(next, pos);
                 ASSERT_LE(max_relative_error(logits.data(), r), 1e-5)
                     << c.name << " decode step " << step << ", block size " << block_size;
@@ -95,7 +95,7 @@ TEST(PagedBatch, MixedPrefillAndDecodeMatchSeparateRuns) {
     ASSERT_TRUE(e.blocks().grow(ta, 6).ok());
     std::vector<float> logits;
     ForwardBatch first{{a.begin(), a.begin() + 6}, {SequenceChunk{&ta, 0, 6, true}}};
-    e.forward().run(first, logits);
+    ASSERT_TRUE(e.forward().run(first, logits).ok());
     for (int p = 0; p < 6; ++p)
         ref_a.step(a[static_cast<size_t>(p)], p);
     // Now a decodes its 7th token while b prefills all of its prompt.
@@ -105,7 +105,7 @@ TEST(PagedBatch, MixedPrefillAndDecodeMatchSeparateRuns) {
     mixed.tokens = {a[6]};
     mixed.tokens.insert(mixed.tokens.end(), b.begin(), b.end());
     mixed.chunks = {SequenceChunk{&ta, 6, 1, true}, SequenceChunk{&tb, 0, 10, true}};
-    e.forward().run(mixed, logits);
+    ASSERT_TRUE(e.forward().run(mixed, logits).ok());
     ASSERT_EQ(logits.size(), 2u * 97);
     const auto& want_a = ref_a.step(a[6], 6);
     EXPECT_LE(max_relative_error(logits.data(), want_a), 1e-5);
@@ -137,11 +137,15 @@ TEST(PagedBatch, PrefillAndTokenByTokenAreBitIdentical) {
     BlockTable whole, single;
     ASSERT_TRUE(e.blocks().grow(whole, n).ok());
     std::vector<float> prefill_logits, step_logits;
-    e.forward().run({prompt, {SequenceChunk{&whole, 0, n, true}}}, prefill_logits);
+    ASSERT_TRUE(
+        e.forward().run({prompt, {SequenceChunk{&whole, 0, n, true}}}, prefill_logits).ok());
     for (int32_t p = 0; p < n; ++p) {
         ASSERT_TRUE(e.blocks().grow(single, p + 1).ok());
-        e.forward().run({{prompt[static_cast<size_t>(p)]}, {SequenceChunk{&single, p, 1, true}}},
-                        step_logits);
+        ASSERT_TRUE(
+            e.forward()
+                .run({{prompt[static_cast<size_t>(p)]}, {SequenceChunk{&single, p, 1, true}}},
+                     step_logits)
+                .ok());
     }
     ASSERT_EQ(prefill_logits.size(), step_logits.size());
     EXPECT_EQ(std::memcmp(prefill_logits.data(), step_logits.data(),

@@ -462,9 +462,40 @@ TEST(Tokenizer, FromVocabRefusesInconsistentData) {
     EXPECT_NE(error_of(bad).find("kind"), std::string::npos);
 }
 
+// Metadata that used to load without a word and then tokenized nonsense.
+TEST(Tokenizer, FromVocabRefusesBrokenMergesAndEmptyTokens) {
+    const auto b = bpe_vocab({{"a", "b"}});
+    auto bad = b;
+    bad.merges.push_back("qq zz");  // neither half is a token
+    EXPECT_NE(error_of(bad).find("tokenizer.ggml.merges[1] 'qq zz' names 'qq', which is not a "
+                                 "token"),
+              std::string::npos)
+        << error_of(bad);
+    bad = b;
+    bad.merges.push_back("ab");  // no space
+    EXPECT_NE(error_of(bad).find("is not two tokens separated by a space"), std::string::npos);
+    bad = b;
+    bad.merges.push_back("a ");  // nothing after the space
+    EXPECT_NE(error_of(bad).find("is not two tokens separated by a space"), std::string::npos);
+    bad = b;
+    bad.merges.push_back("");
+    EXPECT_NE(error_of(bad).find("tokenizer.ggml.merges[1] is empty"), std::string::npos);
+    // Thousands of empty normal tokens: the first is reported.
+    bad = b;
+    for (int i = 0; i < 5000; ++i)
+        bad.tokens.push_back("");
+    EXPECT_NE(error_of(bad).find("tokenizer.ggml.tokens[257] is empty"), std::string::npos)
+        << error_of(bad);
+    auto spm = spm_vocab({{"a", 0}});
+    spm.tokens[5] = "";
+    spm.token_types[5] = static_cast<int32_t>(TokenType::kNormal);
+    EXPECT_NE(error_of(spm).find("tokenizer.ggml.tokens[5] is empty"), std::string::npos);
+}
+
 TEST(Tokenizer, FromVocabAcceptsOddButValidData) {
     auto v = spm_vocab({{"a", 0}});
-    v.tokens[5] = "";       // renamed, as llama.cpp does
+    v.tokens[5] = "";  // a placeholder: renamed, as llama.cpp does
+    v.token_types[5] = static_cast<int32_t>(TokenType::kUnused);
     v.token_types[6] = 42;  // unknown type numbers count as undefined
     v.bos = v.eos = v.unk = -1;
     auto t = make(v);
