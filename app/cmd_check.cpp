@@ -28,6 +28,7 @@ int run_check(const CheckOptions& o) {
             std::printf("%s: no write-ahead log to fold in\n", name.c_str());
     }
     CheckReport r = check_session(o.path);
+    if (!r.opened) return fail(r.problems.empty() ? o.path + ": cannot open" : r.problems.front());
     if (r.problems.empty()) {
         std::printf("%s: ok (%lld steps, %lld events, %lld keyframes)\n", name.c_str(),
                     static_cast<long long>(r.steps), static_cast<long long>(r.events),

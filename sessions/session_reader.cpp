@@ -328,6 +328,13 @@ Result<std::vector<AttentionRow>> SessionReader::attention(int32_t request, int3
         r.query_pos = static_cast<int32_t>(q->column_int(1));
         size_t n = 0;
         const uint8_t* p = q->column_blob(2, n);
+        if (r.query_pos < 0 || n != static_cast<size_t>(r.query_pos) + 1)
+            return Error{path_ + ": the attention row of request " + std::to_string(request) +
+                         ", layer " + std::to_string(layer) + ", head " + std::to_string(head) +
+                         " at query position " + std::to_string(r.query_pos) + " holds " +
+                         std::to_string(n) + " probabilities, not " +
+                         std::to_string(static_cast<int64_t>(r.query_pos) + 1) +
+                         " (`kvscope check` lists every such row)"};
         r.probs.assign(p, p + n);
         out.push_back(std::move(r));
     }

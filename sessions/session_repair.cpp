@@ -54,9 +54,10 @@ Result<RepairReport> repair_session(const std::string& path) {
     auto checkpoint = db.prepare("PRAGMA wal_checkpoint(TRUNCATE)");
     if (!checkpoint) return checkpoint.error();
     if (!checkpoint->next(err) || checkpoint->column_int(0) != 0)
-        return err.ok() ? db.error("another program has the file open; close it and repair again")
-                        : Error{"cannot fold the write-ahead log into " + path + ": " +
-                                err.error().message + " (a full disk? free some space, repair again)"};
+        return err.ok()
+                   ? db.error("another program has the file open; close it and repair again")
+                   : Error{"cannot fold the write-ahead log into " + path + ": " +
+                           err.error().message + " (a full disk? free some space, repair again)"};
     checkpoint.value() = {};
     auto mode = db.prepare("PRAGMA journal_mode=DELETE");
     if (!mode) return mode.error();

@@ -366,8 +366,12 @@ class DepthLimitedCbor : public nlohmann::detail::json_sax_dom_parser<json> {
   public:
     static constexpr int kMaxDepth = 16;
     explicit DepthLimitedCbor(json& root) : json_sax_dom_parser(root, false) {}
-    bool start_object(std::size_t n) { return ++depth_ <= kMaxDepth && json_sax_dom_parser::start_object(n); }
-    bool start_array(std::size_t n) { return ++depth_ <= kMaxDepth && json_sax_dom_parser::start_array(n); }
+    bool start_object(std::size_t n) {
+        return ++depth_ <= kMaxDepth && json_sax_dom_parser::start_object(n);
+    }
+    bool start_array(std::size_t n) {
+        return ++depth_ <= kMaxDepth && json_sax_dom_parser::start_array(n);
+    }
     bool end_object() {
         --depth_;
         return json_sax_dom_parser::end_object();
@@ -389,15 +393,15 @@ std::optional<TimelineState> deserialize_cbor(const std::vector<uint8_t>& bytes,
     try {
         // nlohmann throws for some malformed input (absurd container sizes) even when told not to.
         DepthLimitedCbor sax(j);
-        parsed = json::sax_parse(bytes, &sax, json::input_format_t::cbor, true) &&
-                 !sax.is_errored();
+        parsed =
+            json::sax_parse(bytes, &sax, json::input_format_t::cbor, true) && !sax.is_errored();
         too_deep = sax.too_deep();
     } catch (const std::exception&) {
         parsed = false;
     }
     if (too_deep) {
-        error = "keyframe nests deeper than " + std::to_string(DepthLimitedCbor::kMaxDepth) +
-                " levels";
+        error =
+            "keyframe nests deeper than " + std::to_string(DepthLimitedCbor::kMaxDepth) + " levels";
         return std::nullopt;
     }
     if (!parsed || !j.is_object()) {

@@ -30,6 +30,11 @@ struct CommandResult {
 CommandResult run_command(const std::vector<std::string>& argv, int timeout_s = 120,
                           const std::string& stdin_text = "");
 
+// Starts argv (no shell) in the background, output discarded; returns its pid.
+int start_command(const std::vector<std::string>& argv);
+// Waits for a background command; returns its exit status, or 128 + signal when killed.
+int wait_command(int pid);
+
 std::string write_file(const std::string& path, const std::string& bytes);
 std::string read_file(const std::string& path);
 

@@ -97,6 +97,13 @@ TEST_F(SessionFiles, BadFilesAreRefusedWithAClearMessage) {
         cases.push_back({"missing table", p, "missing its 'keyframe' table"});
     }
     {
+        std::string p = copy("wide.kvs");
+        sql(p,
+            "UPDATE meta SET value='{\"num_blocks\": 4294967301, \"block_size\": 16}' WHERE "
+            "key='run'");
+        cases.push_back({"pool wider than 32 bits", p, "absurd pool dimensions"});
+    }
+    {
         std::string p = copy("badrun.kvs");
         sql(p, "UPDATE meta SET value='{\"num_blocks\": -5, \"block_size\": 16}' WHERE key='run'");
         cases.push_back({"absurd run info", p, "absurd pool dimensions"});
@@ -130,8 +137,9 @@ TEST_F(SessionFiles, BadFilesAreRefusedWithAClearMessage) {
     EXPECT_NE(past.err.find("outside the session"), std::string::npos) << past.err;
 }
 
-TEST_F(SessionFiles, KilledRecordingStaysReadable) {
-    std::optional<std::string> model = test::bundled_model();
+// 20 SIGKILLs at random moments of a recording: every file left passes check, holds a gapless
+// run of steps from the first, and after --repair the file alone (no -wal) is all of it.
+TEST_F(SessionFiles, TwentyKillsDuringRecordingLeaveCheckableFiles) {
     std::string w = dir_ + "/long.jsonl";
     {
         std::ofstream f(w);
@@ -139,46 +147,120 @@ TEST_F(SessionFiles, KilledRecordingStaysReadable) {
             f << "{\"id\":\"k" << i << "\",\"arrival_step\":" << i * 20 << ",\"prompt_ids\":[1,"
               << 2 + i % 50 << "],\"max_tokens\":200}\n";
     }
-    std::string path = dir_ + "/killed.kvs";
-    pid_t pid = fork();
-    if (pid == 0) {
-        int devnull = open("/dev/null", O_WRONLY);
-        dup2(devnull, 1);
-        dup2(devnull, 2);
-        std::string bin = test::kvscope_binary();
-        execl(bin.c_str(), bin.c_str(), "run", "--model", model->c_str(), "--workload", w.c_str(),
-              "--num-blocks", "256", "--record", path.c_str(), "--threads", "1", nullptr);
-        _exit(127);
+    std::mt19937 rng(20);
+    int with_steps = 0;
+    for (int kill_no = 0; kill_no < 20; ++kill_no) {
+        std::string path = dir_ + "/killed" + std::to_string(kill_no) + ".kvs";
+        int pid = test::start_command({test::kvscope_binary(), "run", "--workload", w,
+                                       "--num-blocks", "256", "--record", path, "--threads", "1"});
+        for (int i = 0; i < 400 && !std::filesystem::exists(path + ".part"); ++i)
+            usleep(10000);
+        usleep(100000 + rng() % 1200000);
+        kill(pid, SIGKILL);
+        ASSERT_EQ(test::wait_command(pid), 128 + SIGKILL) << "run " << kill_no << " finished";
+        // The recording never reached its name; what it wrote is in the .part file.
+        EXPECT_FALSE(std::filesystem::exists(path));
+        path += ".part";
+        auto chk = kvscope({"check", path});
+        ASSERT_EQ(chk.exit_code, 0) << "kill " << kill_no << ": " << chk.err;
+        auto r = SessionReader::open(path);
+        ASSERT_TRUE(r.ok()) << r.error().message;
+        size_t steps = (*r)->steps().size();
+        with_steps += steps > 0;
+        // Every step up to the last one written is there, without gaps in the event sequence.
+        uint64_t expect = 1;
+        for (const auto& s : (*r)->steps()) {
+            EXPECT_EQ(s.first_seq, expect) << "kill " << kill_no << ", step " << s.step;
+            expect = s.last_seq + 1;
+        }
+        if (steps > 0) {
+            auto state = (*r)->state_at((*r)->last_step());
+            ASSERT_TRUE(state.ok()) << state.error().message;
+        }
+        r.value().reset();
+        auto repaired = kvscope({"check", "--repair", path});
+        ASSERT_EQ(repaired.exit_code, 0) << repaired.err;
+        std::string alone = dir_ + "/alone" + std::to_string(kill_no) + ".kvs";
+        std::filesystem::copy_file(path, alone);
+        auto a = SessionReader::open(alone);
+        ASSERT_TRUE(a.ok()) << a.error().message;
+        EXPECT_EQ((*a)->steps().size(), steps) << "kill " << kill_no;
     }
-    // Let it record a while (several flushes), then kill it without warning.
-    for (int i = 0; i < 60; ++i) {
-        usleep(50000);
-        std::error_code ec;
-        if (std::filesystem::exists(path + ".part-wal", ec) &&
-            std::filesystem::file_size(path + ".part-wal", ec) > 200000)
-            break;
-    }
-    usleep(300000);
-    kill(pid, SIGKILL);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    ASSERT_TRUE(WIFSIGNALED(status)) << "the run finished before it could be killed";
-    // The recording never reached its name; what it wrote is in the .part file.
-    EXPECT_FALSE(std::filesystem::exists(path));
-    path += ".part";
-    auto chk = kvscope({"check", path});
-    EXPECT_EQ(chk.exit_code, 0) << chk.err;
-    auto r = SessionReader::open(path);
+    EXPECT_GT(with_steps, 10);  // most kills came after the first flushes
+}
+
+// A finished recording is one file: nothing beside it, and a copy of it alone is all of it.
+TEST_F(SessionFiles, AFinishedRecordingIsOneSelfContainedFile) {
+    std::string path = record(dir_);
+    for (const char* suffix : {"-wal", "-shm", ".part", ".part-wal", ".part-shm"})
+        EXPECT_FALSE(std::filesystem::exists(path + suffix)) << suffix;
+    auto original = SessionReader::open(path);
+    ASSERT_TRUE(original.ok());
+    std::string copy = dir_ + "/copy.kvs";
+    std::filesystem::copy_file(path, copy);
+    auto r = SessionReader::open(copy);
     ASSERT_TRUE(r.ok()) << r.error().message;
-    ASSERT_GT((*r)->steps().size(), 10u);
-    // Every step up to the last one written is there, without gaps in the event sequence.
-    auto state = (*r)->state_at((*r)->last_step());
-    ASSERT_TRUE(state.ok()) << state.error().message;
-    uint64_t expect = 1;
-    for (const auto& s : (*r)->steps()) {
-        EXPECT_EQ(s.first_seq, expect) << "step " << s.step;
-        expect = s.last_seq + 1;
-    }
+    EXPECT_EQ((*r)->steps().size(), (*original)->steps().size());
+    EXPECT_EQ(kvscope({"check", copy}).exit_code, 0);
+}
+
+// Sessions that used to pass check and then show wrong values.
+TEST_F(SessionFiles, CheckAndInspectRefuseWhatWouldBeShownWrong) {
+    std::string good = record(dir_);
+    auto copy = [&](const std::string& name) {
+        std::string p = dir_ + "/" + name;
+        std::filesystem::copy_file(good, p);
+        return p;
+    };
+    // A pool wider than 32 bits read as 5 blocks ("pool: 0 blocks" for 2^32).
+    std::string wide = copy("wide.kvs");
+    sql(wide,
+        "UPDATE meta SET value = json_set(value, '$.num_blocks', 4294967301) WHERE "
+        "key = 'run'");
+    auto w = kvscope({"inspect", wide});
+    EXPECT_EQ(w.exit_code, 1);
+    EXPECT_NE(w.err.find("absurd pool dimensions (4294967301 blocks"), std::string::npos) << w.err;
+    // A step number past 2^53.
+    std::string far = copy("far.kvs");
+    sql(far,
+        "UPDATE step SET step = step + 18014398509481984 WHERE step = (SELECT max(step) FROM "
+        "step)");
+    auto f = kvscope({"check", far});
+    EXPECT_EQ(f.exit_code, 1);
+    EXPECT_NE(f.err.find("is outside 0..9007199254740992"), std::string::npos) << f.err;
+    // Events out of order: step 4 holds step 5's events again. check says where, and inspect
+    // refuses rather than print a state built from them.
+    std::string shuffled = copy("shuffled.kvs");
+    sql(shuffled,
+        "UPDATE step SET events = (SELECT events FROM step WHERE step = 5) WHERE step = 4");
+    auto c = kvscope({"check", shuffled});
+    EXPECT_EQ(c.exit_code, 1);
+    EXPECT_NE(c.err.find("events lost or reordered"), std::string::npos) << c.err;
+    auto i = kvscope({"inspect", shuffled, "--step", "8"});
+    EXPECT_EQ(i.exit_code, 1) << i.out;
+    EXPECT_NE(i.err.find("out of order or missing"), std::string::npos) << i.err;
+    // A block id outside the pool.
+    std::string stray = copy("stray.kvs");
+    sql(stray, "UPDATE meta SET value = json_set(value, '$.num_blocks', 2) WHERE key = 'run'");
+    auto s = kvscope({"check", stray});
+    EXPECT_EQ(s.exit_code, 1);
+    EXPECT_NE(s.err.find("the pool holds 2"), std::string::npos) << s.err;
+}
+
+// Attention rows of the wrong length were dropped without a word by the summary and the heatmap.
+TEST_F(SessionFiles, AttentionRowsOfTheWrongLengthAreReported) {
+    std::string path = dir_ + "/att.kvs";
+    auto g =
+        kvscope({"generate", "--max-tokens", "12", "--capture-attention", "1:0", "--record", path});
+    ASSERT_EQ(g.exit_code, 0) << g.err;
+    ASSERT_EQ(kvscope({"inspect", path, "--attention-summary", "4"}).exit_code, 0);
+    sql(path, "UPDATE attention SET probs = x'ff' WHERE id = (SELECT max(id) FROM attention)");
+    auto c = kvscope({"check", path});
+    EXPECT_EQ(c.exit_code, 1);
+    EXPECT_NE(c.err.find("holds 1 probabilities, not"), std::string::npos) << c.err;
+    auto summary = kvscope({"inspect", path, "--attention-summary", "4"});
+    EXPECT_EQ(summary.exit_code, 1);
+    EXPECT_NE(summary.err.find("holds 1 probabilities"), std::string::npos) << summary.err;
 }
 
 TEST_F(SessionFiles, PerfettoAndCsvExportsMatchTheTimeline) {

@@ -1,0 +1,321 @@
+// The real binary against hostile and unlucky conditions: FIFOs where files belong, outputs that
+// would destroy a user's file or the command's own input, two recorders on one path, a disk
+// that fills mid-run, absurd workloads, control sequences in untrusted text, NaN weights.
+// Each case was a hang, a crash, data loss or a silent wrong answer before it was fixed.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "engine/gguf_file.h"
+#include "test_support.h"
+
+namespace kvscope {
+namespace {
+
+namespace fs = std::filesystem;
+
+test::CommandResult kvscope(std::vector<std::string> args, int timeout = 120) {
+    args.insert(args.begin(), test::kvscope_binary());
+    return test::run_command(args, timeout);
+}
+
+void expect_refused(const test::CommandResult& r, const std::string& expect,
+                    const std::string& what) {
+    EXPECT_FALSE(r.signaled) << what << " crashed: " << r.err;
+    EXPECT_EQ(r.exit_code, 1) << what << "\n" << r.err;
+    EXPECT_NE(r.err.find(expect), std::string::npos) << what << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << what << ": not one line\n"
+                                                               << r.err;
+}
+
+// A workload that keeps the engine busy for a few seconds.
+std::string slow_workload(const std::string& dir, int requests = 60) {
+    std::string text;
+    for (int i = 0; i < requests; ++i)
+        text += "{\"id\":\"s" + std::to_string(i) + "\",\"arrival_step\":" + std::to_string(i) +
+                ",\"prompt_ids\":[1," + std::to_string(2 + i % 50) + "],\"max_tokens\":300}\n";
+    return test::write_file(dir + "/slow.jsonl", text);
+}
+
+bool wait_for(const std::string& path, int seconds = 60) {
+    for (int i = 0; i < seconds * 20; ++i) {
+        if (fs::exists(path)) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+}
+
+// Whether this machine lets the tests make a private mount namespace (root, or user
+// namespaces): then a real tmpfs can fill up and be remounted read-only.
+bool can_mount() {
+    auto r = test::run_command({"/usr/bin/unshare", "-m", "/bin/sh", "-c",
+                                "mount -t tmpfs -o size=1m none /mnt && echo ok"},
+                               20);
+    return r.exit_code == 0 && r.out.find("ok") != std::string::npos;
+}
+
+TEST(Hostile, FifosAreRefusedByNameInsteadOfBlockingForever) {
+    std::string dir = test::temp_dir(), fifo = dir + "/pipe";
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    struct Case {
+        std::vector<std::string> args;
+        std::string expect;
+    };
+    for (const Case& c : {Case{{"generate", "--model", fifo}, "is a FIFO, not a model file"},
+                          Case{{"run", "--workload", fifo}, "is a FIFO, not a workload"},
+                          Case{{"check", fifo}, "is a FIFO, not a session file"},
+                          Case{{"inspect", fifo}, "is a FIFO, not a session file"},
+                          Case{{"export", fifo, "--format", "csv", "--out", dir + "/x.csv"},
+                               "is a FIFO, not a session file"},
+                          Case{{"tokenize", "--file", fifo}, "is a FIFO, not a text file"},
+                          Case{{"perplexity", "--file", fifo}, "is a FIFO, not a text file"}}) {
+        auto r = kvscope(c.args, 30);
+        EXPECT_NE(r.exit_code, -2) << c.args[0] << " hung on a FIFO";
+        expect_refused(r, c.expect, c.args[0] + " on a FIFO");
+    }
+}
+
+TEST(Hostile, OutputsNeverReplaceAFileUnlessForcedNorEverAnInput) {
+    std::string dir = test::temp_dir(), model = test::bundled_model();
+    std::string w =
+        test::write_file(dir + "/w.jsonl", "{\"prompt_ids\":[1,5,9],\"max_tokens\":4}\n");
+    const std::string precious = "a user's file, not to be lost\n";
+    std::string kept = test::write_file(dir + "/kept.txt", precious);
+    // Each output flag aimed at an existing file: refused, the file unchanged.
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"run", "--workload", w, "--record", kept},
+          {"run", "--workload", w, "--summary-json", kept},
+          {"generate", "--max-tokens", "2", "--record", kept},
+          {"workload", "--requests", "2", "--out", kept}}) {
+        expect_refused(kvscope(args), "already exists; pass --force", args[0] + " " + args[3]);
+        EXPECT_EQ(test::read_file(kept), precious);
+    }
+    // A session to export; its export over an existing file, then over the session itself.
+    std::string s = dir + "/s.kvs";
+    ASSERT_EQ(kvscope({"run", "--workload", w, "--record", s}).exit_code, 0);
+    std::string session_bytes = test::read_file(s);
+    expect_refused(kvscope({"export", s, "--format", "csv", "--out", kept}), "already exists",
+                   "export over a file");
+    EXPECT_EQ(test::read_file(kept), precious);
+    expect_refused(kvscope({"export", s, "--format", "csv", "--out", s, "--force"}),
+                   "one of this command's inputs", "export over its own input");
+    EXPECT_EQ(test::read_file(s), session_bytes);
+    // The model being served and the workload being read, even with --force.
+    std::string model_copy = dir + "/m.gguf";
+    fs::copy_file(model, model_copy);
+    expect_refused(
+        kvscope({"run", "--model", model_copy, "--workload", w, "--record", model_copy, "--force"}),
+        "one of this command's inputs", "recording over the model");
+    expect_refused(kvscope({"run", "--workload", w, "--record", w, "--force"}),
+                   "one of this command's inputs", "recording over the workload");
+    EXPECT_EQ(test::read_file(model_copy), test::read_file(model));
+    // Asked to, it replaces: the old file goes only once the new one is whole.
+    auto forced = kvscope({"run", "--workload", w, "--record", kept, "--force"});
+    EXPECT_EQ(forced.exit_code, 0) << forced.err;
+    EXPECT_EQ(kvscope({"check", kept}).exit_code, 0);
+    auto exported = kvscope({"export", s, "--format", "csv", "--out", dir + "/s.csv"});
+    EXPECT_EQ(exported.exit_code, 0) << exported.err;
+    // Nothing is left beside the outputs.
+    for (const auto& e : fs::directory_iterator(dir))
+        EXPECT_EQ(e.path().string().find(".tmp-"), std::string::npos) << e.path();
+    EXPECT_FALSE(fs::exists(s + ".part"));
+}
+
+TEST(Hostile, TheSecondRecorderOnAPathIsRefusedAndTheFirstKeepsItsFile) {
+    std::string dir = test::temp_dir(), path = dir + "/same.kvs";
+    std::string w = slow_workload(dir, 30);
+    int first = test::start_command(
+        {test::kvscope_binary(), "run", "--workload", w, "--record", path, "--threads", "1"});
+    ASSERT_TRUE(wait_for(path + ".part")) << "the first recorder never started";
+    auto second = kvscope({"run", "--workload", w, "--record", path, "--threads", "1"});
+    expect_refused(second, "another kvscope is recording to " + path, "second recorder");
+    auto forced = kvscope({"run", "--workload", w, "--record", path, "--force"});
+    expect_refused(forced, "another kvscope is recording", "second recorder with --force");
+    EXPECT_EQ(test::wait_command(first), 0);
+    auto check = kvscope({"check", path});
+    EXPECT_EQ(check.exit_code, 0) << check.err;
+    EXPECT_FALSE(fs::exists(path + ".part"));
+}
+
+TEST(Hostile, ARecordingCutShortIsKeptUntilRepairedOrDiscardedOnPurpose) {
+    std::string dir = test::temp_dir(), path = dir + "/cut.kvs";
+    std::string w = slow_workload(dir);
+    int pid = test::start_command(
+        {test::kvscope_binary(), "run", "--workload", w, "--record", path, "--threads", "1"});
+    ASSERT_TRUE(wait_for(path + ".part-wal"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    kill(pid, SIGKILL);
+    ASSERT_EQ(test::wait_command(pid), 128 + SIGKILL);
+    // A new recording to the same path does not destroy what the killed one left.
+    expect_refused(kvscope({"run", "--workload", w, "--record", path}),
+                   "is left from a recording that did not finish", "recording over a leftover");
+    auto repaired = kvscope({"check", "--repair", path + ".part"});
+    ASSERT_EQ(repaired.exit_code, 0) << repaired.err;
+    EXPECT_NE(repaired.out.find("folded its write-ahead log"), std::string::npos) << repaired.out;
+    EXPECT_FALSE(fs::exists(path + ".part-wal"));
+    // Repaired, the file alone is the session: a copy without anything beside it opens.
+    fs::copy_file(path + ".part", dir + "/alone.kvs");
+    EXPECT_EQ(kvscope({"check", dir + "/alone.kvs"}).exit_code, 0);
+    // Discarding it takes --force.
+    auto forced = kvscope({"run", "--workload",
+                           test::write_file(dir + "/one.jsonl", "{\"prompt_ids\":[1,2]}\n"),
+                           "--record", path, "--force"});
+    EXPECT_EQ(forced.exit_code, 0) << forced.err;
+    EXPECT_FALSE(fs::exists(path + ".part"));
+}
+
+// The run stops at the first failed write with the reason, and what was written before it is
+// a session `check` accepts. A real full tmpfs where the machine allows a mount namespace,
+// else a file-size limit (ulimit -f), which fails the same writes with EFBIG.
+TEST(Hostile, AFullDiskStopsTheRunAtTheFailedWriteAndLeavesACheckableFile) {
+    std::string dir = test::temp_dir(), bin = test::kvscope_binary();
+    std::string w = slow_workload(dir, 200);
+    std::string script = "\"$0\" run --workload " + w +
+                         " --record s.kvs --threads 1 --summary-json full.json; "
+                         "echo run-exit=$?; \"$0\" check s.kvs.part; echo check-exit=$?";
+    test::CommandResult r;
+    if (can_mount()) {
+        std::string mnt = dir + "/small";
+        fs::create_directories(mnt);
+        r = test::run_command(
+            {"/usr/bin/unshare", "-m", "/bin/sh", "-c",
+             "mount -t tmpfs -o size=1m none " + mnt + " && cd " + mnt + " && " + script, bin},
+            600);
+        EXPECT_NE(r.err.find("database or disk is full"), std::string::npos) << r.err;
+    } else {
+        std::cout << "no mount namespace here: a file-size limit stands in for the full disk\n";
+        r = test::run_command(
+            {"/bin/sh", "-c", "cd " + dir + " && ulimit -f 4000 && " + script, bin}, 600);
+    }
+    EXPECT_NE(r.out.find("run-exit=1"), std::string::npos) << r.out << r.err;
+    EXPECT_NE(r.err.find("recording failed"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("what was recorded up to step"), std::string::npos) << r.err;
+    EXPECT_NE(r.out.find("check-exit=0"), std::string::npos) << r.out << r.err;
+    // It stopped there rather than serve all 200 requests first: no summary was written.
+    EXPECT_EQ(r.out.find("requests "), std::string::npos) << r.out;
+}
+
+TEST(Hostile, WriteTargetsThatCannotBeWrittenSayWhy) {
+    std::string dir = test::temp_dir();
+    std::string w = test::write_file(dir + "/w.jsonl", "{\"prompt_ids\":[1,2],\"max_tokens\":2}\n");
+    expect_refused(kvscope({"run", "--workload", w, "--record", dir + "/no/such/dir/s.kvs"}),
+                   "folder " + dir + "/no/such/dir does not exist", "missing folder");
+    expect_refused(kvscope({"run", "--workload", w, "--record", dir}), "it is a directory",
+                   "a directory as the target");
+    expect_refused(kvscope({"workload", "--requests", "2", "--out", dir + "/nope/w.jsonl"}),
+                   "does not exist", "workload into a missing folder");
+    if (!can_mount()) GTEST_SKIP() << "no mount namespace here for a read-only file system";
+    std::string ro = dir + "/ro";
+    fs::create_directories(ro);
+    auto r = test::run_command({"/usr/bin/unshare", "-m", "/bin/sh", "-c",
+                                "mount -t tmpfs none " + ro + " && mount -o remount,ro " + ro +
+                                    " && \"$0\" run --workload " + w + " --record " + ro + "/s.kvs",
+                                test::kvscope_binary()},
+                               60);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("read-only file system"), std::string::npos) << r.err;
+}
+
+TEST(Hostile, LongIdleGapsInAWorkloadAreSkippedNotStepped) {
+    std::string dir = test::temp_dir();
+    std::string w = test::write_file(
+        dir + "/gap.jsonl",
+        "{\"id\":\"early\",\"prompt_ids\":[1,2,3],\"max_tokens\":4}\n"
+        "{\"id\":\"late\",\"prompt_ids\":[1,2,3],\"max_tokens\":4,\"arrival_step\":2147483647}\n");
+    auto r = kvscope(
+        {"run", "--workload", w, "--record", dir + "/gap.kvs", "--summary-json", dir + "/s.json"},
+        60);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto j = nlohmann::json::parse(test::read_file(dir + "/s.json"));
+    EXPECT_EQ(j["outputs"].size(), 2u);
+    EXPECT_LT(j["steps"].get<int64_t>(), 100);  // iterations run, not 2^31
+    EXPECT_LT(fs::file_size(dir + "/gap.kvs"), 1u << 20);
+    auto inspect = kvscope({"inspect", dir + "/gap.kvs", "--json"});
+    ASSERT_EQ(inspect.exit_code, 0) << inspect.err;
+    EXPECT_GT(nlohmann::json::parse(inspect.out)["step"].get<int64_t>(), 2147483647);
+}
+
+TEST(Hostile, APromptThatCannotFitTheContextIsRefusedBeforeItIsEncoded) {
+    std::string dir = test::temp_dir();
+    std::string big(50u << 20, 'a');
+    for (size_t i = 1; i < big.size(); i += 2)
+        big[i] = ' ';
+    std::string w = test::write_file(dir + "/big.jsonl", "{\"prompt\":\"" + big + "\"}\n");
+    expect_refused(kvscope({"run", "--workload", w}),
+                   "'prompt' is 52428800 bytes, more than the model's context of 512 tokens",
+                   "a 50 MB prompt");
+    // (A command-line argument may be at most 128 KiB.)
+    expect_refused(kvscope({"generate", "--prompt", big.substr(0, 100000)}),
+                   "--prompt is 100000 bytes", "a 100 kB --prompt");
+    // A 2^64 - 1 max_tokens is reported as written, not as 2^63 - 1.
+    std::string huge = test::write_file(
+        dir + "/huge.jsonl", "{\"prompt_ids\":[1],\"max_tokens\":18446744073709551615}\n");
+    expect_refused(kvscope({"run", "--workload", huge}), "'max_tokens' is 18446744073709551615",
+                   "max_tokens past 64 bits");
+}
+
+TEST(Hostile, UntrustedTextNeverReachesTheTerminalRaw) {
+    std::string dir = test::temp_dir();
+    // A request id carrying a window-title sequence, a colour, clear-screen and a newline.
+    std::string evil = "\\u001b]0;pwned\\u0007\\u001b[31mred\\u001b[2J\\nline2\\u009b";
+    std::string w = test::write_file(dir + "/evil.jsonl", "{\"id\":\"" + evil +
+                                                              "\",\"prompt_ids\":[1,2],"
+                                                              "\"max_tokens\":2000}\n");
+    auto run = kvscope({"run", "--workload", w, "--record", dir + "/evil.kvs", "--num-blocks", "8",
+                        "--summary-json", dir + "/s.json"});
+    ASSERT_EQ(run.exit_code, 0) << run.err;  // rejected (too big for 8 blocks), with its id
+    EXPECT_NE(run.err.find("request \\x1b]0;pwned\\x07"), std::string::npos) << run.err;
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"inspect", dir + "/evil.kvs"},
+          {"inspect", dir + "/evil.kvs", "--json"},
+          {"workload", "--requests", "3"}}) {
+        auto r = kvscope(args);
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        for (const std::string* text : {&run.err, &run.out, &r.out, &r.err}) {
+            EXPECT_EQ(text->find('\x1b'), std::string::npos) << args[0] << ": " << *text;
+            EXPECT_EQ(text->find('\x07'), std::string::npos) << args[0];
+            EXPECT_EQ(text->find("\xc2\x9b"), std::string::npos) << args[0];
+        }
+        if (args.size() == 2) {
+            EXPECT_NE(r.out.find("\\x1b[31mred\\x1b[2J\\nline2\\u009b"), std::string::npos)
+                << r.out;
+        }
+        if (args.size() == 3 && args[0] == "inspect") {
+            auto j = nlohmann::json::parse(r.out);  // still valid JSON, text intact
+            EXPECT_EQ(j["requests"][0]["id"].get<std::string>().substr(0, 4), "\x1b]0;");
+        }
+    }
+}
+
+// A copy of the bundled model with NaN in one tensor of `layer`.
+std::string poisoned_model(const std::string& dir, int layer) {
+    std::string model = test::bundled_model();
+    std::string bytes = test::read_file(model);
+    auto f = GgufFile::open(model);
+    EXPECT_TRUE(f.ok());
+    const GgufTensorInfo* t = f->find_tensor("blk." + std::to_string(layer) + ".ffn_down.weight");
+    EXPECT_NE(t, nullptr);
+    // 0xff bytes are NaN in F32, F16 and BF16 alike.
+    for (size_t i = 0; i < 64; ++i)
+        bytes[t->offset + i] = '\xff';
+    return test::write_file(dir + "/nan.gguf", bytes);
+}
+
+TEST(Hostile, NanWeightsStopTheRunNamingTheLayer) {
+    std::string dir = test::temp_dir();
+    std::string model = poisoned_model(dir, 2);
+    expect_refused(kvscope({"generate", "--model", model, "--prompt", "In the beginning",
+                            "--max-tokens", "8"}),
+                   "the model produced NaN in layer 2", "generate with NaN weights");
+    std::string w = test::write_file(dir + "/w.jsonl", "{\"prompt_ids\":[1,2],\"max_tokens\":4}\n");
+    expect_refused(kvscope({"run", "--model", model, "--workload", w}),
+                   "the model produced NaN in layer 2", "run with NaN weights");
+}
+
+}  // namespace
+}  // namespace kvscope
