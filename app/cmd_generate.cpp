@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "app/commands.h"
-#include "app/model_paths.h"
+#include "app/data_paths.h"
 #include "app/prompt_tokens.h"
 #include "app/recording.h"
 #include "base/terminal_text.h"
@@ -101,10 +101,8 @@ int run_generate(const GenerateOptions& o) {
 
 Command register_generate(CLI::App& cli) {
     auto o = std::make_shared<GenerateOptions>();
-    o->model = default_model_path();
     CLI::App* sub = cli.add_subcommand("generate", "Generate text from one prompt");
-    sub->add_option("--model", o->model, "Model file (GGUF or llama2.c .bin)")
-        ->capture_default_str();
+    sub->add_option("--model", o->model, kModelOptionHelp);
     sub->add_option("--prompt", o->prompt, "Prompt text (needs a model with a tokenizer)");
     sub->add_option("--prompt-ids", o->prompt_ids, "Prompt as token ids, space or comma separated");
     sub->add_option("--max-tokens", o->max_tokens, "Tokens to generate")
@@ -129,7 +127,7 @@ Command register_generate(CLI::App& cli) {
     sub->add_option("--capture-attention", o->capture_attention,
                     "Record attention rows: all | none | LAYER:HEAD,... ('*' for any)");
     sub->get_option("--prompt")->excludes("--prompt-ids");
-    return {sub, [o] { return run_generate(*o); }};
+    return {sub, [o] { return resolve_model(o->model) ? 1 : run_generate(*o); }};
 }
 
 }  // namespace kvscope::app

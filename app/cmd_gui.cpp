@@ -4,8 +4,8 @@
 #include <memory>
 
 #include "app/commands.h"
+#include "app/data_paths.h"
 #include "app/live_controller.h"
-#include "app/model_paths.h"
 #include "app/serving_flags.h"
 #include "engine/model_loader.h"
 #include "engine/workload.h"
@@ -65,6 +65,12 @@ int run_gui(GuiOptions& o) {
     if (o.backend != "cpu")
         return fail("--backend " + o.backend +
                     " is not available in this build: the CPU backend is the only one so far");
+    auto model_path = model_path_or_bundled(o.model);
+    if (!model_path) {
+        o.window.startup_error = model_path.error().message;  // shown, then exit status 1
+        return ui::run_window(o.window);
+    }
+    o.model = model_path.value();
     if (o.record && check_output(o.record_path, o.window.force, {o.model, o.workload})) return 1;
     auto loaded = load_model(o.model);
     if (!loaded) {
@@ -109,7 +115,6 @@ int run_gui(GuiOptions& o) {
 
 std::shared_ptr<GuiOptions> gui_defaults() {
     auto o = std::make_shared<GuiOptions>();
-    o->model = default_model_path();
     o->serving.num_blocks = 96;
     o->serving.max_batch_tokens = 256;
     o->serving.capture_attention = "all";
@@ -121,8 +126,7 @@ GuiCommands register_gui(CLI::App& cli) {
     auto live = gui_defaults();
     auto bare = gui_defaults();
     CLI::App* gui = cli.add_subcommand("gui", "Open the window on a live run");
-    gui->add_option("--model", live->model, "Model file (GGUF or llama2.c .bin)")
-        ->capture_default_str();
+    gui->add_option("--model", live->model, kModelOptionHelp);
     gui->add_option("--workload", live->workload,
                     "Workload file (JSONL); default: a generated chat workload");
     gui->add_option("--backend", live->backend, "cpu | cuda")->capture_default_str();

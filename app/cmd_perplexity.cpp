@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "app/commands.h"
-#include "app/model_paths.h"
+#include "app/data_paths.h"
 #include "app/text_file.h"
 #include "engine/model_loader.h"
 #include "engine/perplexity.h"
@@ -52,18 +52,16 @@ int run_perplexity(const PerplexityOptions& o) {
 
 Command register_perplexity(CLI::App& cli) {
     auto o = std::make_shared<PerplexityOptions>();
-    o->model = default_model_path();
     CLI::App* sub = cli.add_subcommand(
         "perplexity", "Perplexity of a text file, computed as llama.cpp's llama-perplexity does");
-    sub->add_option("--model", o->model, "Model file (GGUF with a tokenizer)")
-        ->capture_default_str();
+    sub->add_option("--model", o->model, kModelOptionHelp);
     sub->add_option("--file", o->file, "Text file")->required();
     sub->add_option("--ctx", o->ctx, "Tokens per chunk")
         ->check(CLI::Range(2, 1 << 20))
         ->capture_default_str();
     sub->add_option("--threads", o->threads, "Worker threads (0 = all cores)")
         ->check(CLI::Range(0, 1024));
-    return {sub, [o] { return run_perplexity(*o); }};
+    return {sub, [o] { return resolve_model(o->model) ? 1 : run_perplexity(*o); }};
 }
 
 }  // namespace kvscope::app

@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
-#include "app/model_paths.h"
+#include "app/data_paths.h"
 #include "app/recording.h"
 #include "app/serving_flags.h"
 #include "base/output_file.h"
@@ -116,16 +116,14 @@ int run_serving(const RunOptions& o) {
 
 Command register_run(CLI::App& cli) {
     auto o = std::make_shared<RunOptions>();
-    o->model = default_model_path();
     CLI::App* sub = cli.add_subcommand("run", "Serve a workload to completion and print a summary");
-    sub->add_option("--model", o->model, "Model file (GGUF or llama2.c .bin)")
-        ->capture_default_str();
+    sub->add_option("--model", o->model, kModelOptionHelp);
     sub->add_option("--workload", o->workload, "Workload file (JSONL)")->required();
     add_serving_flags(*sub, o->serving);
     sub->add_option("--summary-json", o->summary_json, "Write the summary as JSON here");
     sub->add_option("--record", o->record, "Record the run to a session file (.kvs)");
     add_force_flag(*sub, o->force);
-    return {sub, [o] { return run_serving(*o); }};
+    return {sub, [o] { return resolve_model(o->model) ? 1 : run_serving(*o); }};
 }
 
 }  // namespace kvscope::app

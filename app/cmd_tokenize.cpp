@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "app/commands.h"
-#include "app/model_paths.h"
+#include "app/data_paths.h"
 #include "app/text_file.h"
 #include "engine/model_loader.h"
 
@@ -57,15 +57,13 @@ int run_tokenize(const TokenizeOptions& o) {
 
 Command register_tokenize(CLI::App& cli) {
     auto o = std::make_shared<TokenizeOptions>();
-    o->model = default_model_path();
     CLI::App* sub = cli.add_subcommand("tokenize", "Print the token ids of a text");
-    sub->add_option("--model", o->model, "Model file (GGUF with a tokenizer)")
-        ->capture_default_str();
+    sub->add_option("--model", o->model, kModelOptionHelp);
     sub->add_option("--text", o->text, "The text");
     sub->add_option("--file", o->file, "A text file");
     sub->add_flag("--lines", o->lines, "One line of ids per line of text");
     sub->add_flag("--no-bos", o->no_bos, "Do not prepend the BOS token");
-    return {sub, [o] { return run_tokenize(*o); }};
+    return {sub, [o] { return resolve_model(o->model) ? 1 : run_tokenize(*o); }};
 }
 
 }  // namespace kvscope::app

@@ -3,7 +3,7 @@
 #include <memory>
 
 #include "app/commands.h"
-#include "app/model_paths.h"
+#include "app/data_paths.h"
 #include "base/output_file.h"
 #include "base/terminal_text.h"
 #include "engine/model_loader.h"
@@ -48,10 +48,8 @@ int run_workload(const WorkloadOptions& o) {
 
 Command register_workload(CLI::App& cli) {
     auto o = std::make_shared<WorkloadOptions>();
-    o->model = default_model_path();
     CLI::App* sub = cli.add_subcommand("workload", "Generate a serving workload (JSONL)");
-    sub->add_option("--model", o->model, "Model whose tokenizer and context shape the prompts")
-        ->capture_default_str();
+    sub->add_option("--model", o->model, kModelOptionHelp);
     sub->add_option("--kind", o->kind, "chat | shared-prefix | long-tail | burst")
         ->check(CLI::IsMember({"chat", "shared-prefix", "long-tail", "burst"}))
         ->capture_default_str();
@@ -61,7 +59,7 @@ Command register_workload(CLI::App& cli) {
     sub->add_option("--seed", o->seed, "Seed")->capture_default_str();
     sub->add_option("--out", o->out, "Output file (stdout without it)");
     add_force_flag(*sub, o->force);
-    return {sub, [o] { return run_workload(*o); }};
+    return {sub, [o] { return resolve_model(o->model) ? 1 : run_workload(*o); }};
 }
 
 }  // namespace kvscope::app

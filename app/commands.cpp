@@ -4,7 +4,9 @@
 #include <cstdio>
 #include <exception>
 
+#include "app/data_paths.h"
 #include "base/output_file.h"
+#include "base/version.h"
 
 namespace kvscope::app {
 
@@ -16,6 +18,13 @@ int check_output(const std::string& path, bool force, const std::vector<std::str
     if (path.empty()) return 0;
     Status s = check_output_path(path, {.force = force, .inputs = inputs});
     return s ? 0 : fail(s.error().message);
+}
+
+int resolve_model(std::string& model) {
+    auto path = model_path_or_bundled(model);
+    if (!path) return fail(path.error().message);
+    model = path.value();
+    return 0;
 }
 
 int fail(const std::string& message) {
@@ -33,6 +42,9 @@ int usage_error(const std::string& message) {
 int run_cli(int argc, char** argv) {
     CLI::App cli{"kvscope: see what an LLM does with its KV cache"};
     cli.require_subcommand(0, 1);
+    cli.set_version_flag("--version", std::string("kvscope ") + kVersion +
+                                          "\nbuild: " + kBuildType + ", " + kBuildCompiler +
+                                          "\nbackends: " + kBuildBackends);
     std::vector<Command> commands = {register_generate(cli), register_run(cli),
                                      register_workload(cli), register_inspect(cli),
                                      register_check(cli),    register_export(cli),

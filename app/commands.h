@@ -41,6 +41,10 @@ void add_force_flag(CLI::App& sub, bool& force);
 // command's inputs, its folder is missing...). Returns 0, or 1 with the message printed.
 int check_output(const std::string& path, bool force, const std::vector<std::string>& inputs);
 
+// Fills an empty --model with the bundled model's path; returns 0, or 1 with the message printed
+// when it is not where kvscope looks.
+int resolve_model(std::string& model);
+
 // Prints "kvscope: error: <message>" on stderr and returns 1.
 int fail(const std::string& message);
 // The same for a usage mistake CLI11 cannot see (a missing either/or option); returns 2.

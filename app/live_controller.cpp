@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "app/model_paths.h"
+#include "app/data_paths.h"
 #include "app/recording.h"
 #include "base/output_file.h"
 #include "engine/attention_spec.h"

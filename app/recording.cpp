@@ -4,7 +4,7 @@
 #include <filesystem>
 
 #include "app/commands.h"
-#include "app/model_paths.h"
+#include "app/data_paths.h"
 #include "base/terminal_text.h"
 
 namespace kvscope::app {

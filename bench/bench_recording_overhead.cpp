@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "app/model_paths.h"
+#include "app/data_paths.h"
 #include "app/recording.h"
 #include "engine/attention_spec.h"
 #include "engine/generate.h"
@@ -18,7 +18,8 @@
 using namespace kvscope;
 
 int main(int argc, char** argv) {
-    std::string path = argc > 1 ? argv[1] : app::default_model_path();
+    auto bundled = app::model_path_or_bundled("");
+    std::string path = argc > 1 ? argv[1] : bundled ? bundled.value() : "";
     int tokens = argc > 2 ? std::atoi(argv[2]) : 440;
     int rounds = argc > 3 ? std::atoi(argv[3]) : 15;
     int threads = argc > 4 ? std::atoi(argv[4]) : 0;

@@ -14,6 +14,7 @@
 #include "base/file_lock.h"
 #include "base/input_file.h"
 #include "base/output_file.h"
+#include "base/version.h"
 #include "sessions/event_codec.h"
 #include "sessions/session_schema.h"
 #include "sessions/sqlite_util.h"
@@ -108,7 +109,7 @@ Result<std::unique_ptr<Recorder>> Recorder::create(const std::string& path, cons
     if (!meta) return meta.error();
     for (auto [k, v] :
          {std::pair<std::string, std::string>{"format", kSessionFormat},
-          {"kvscope_version", "0.1.0"},
+          {"kvscope_version", kVersion},
           {"run", run.dump()},
           {"created_unix", std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
                                               std::chrono::system_clock::now().time_since_epoch())
