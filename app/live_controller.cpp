@@ -124,6 +124,21 @@ Status LiveController::add_prompt(const std::string& text, int max_tokens) {
     return {};
 }
 
+std::vector<PendingRequest> LiveController::pending() const {
+    std::vector<PendingRequest> out;
+    const Tokenizer* tok = model_->tokenizer.get();
+    for (const Request* r : scheduler_->not_arrived()) {
+        PendingRequest p;
+        p.id = r->id;
+        p.arrival_step = r->arrival_step;
+        p.prompt_tokens = static_cast<int>(r->prompt.size());
+        p.max_tokens = r->max_tokens;
+        if (tok) p.prompt_text = tok->decode(r->prompt, /*strip_space_prefix=*/true);
+        out.push_back(std::move(p));
+    }
+    return out;
+}
+
 std::string LiveController::describe() const {
     return "live: " + model_path_for_recording(model_->path) + " (" + model_->format +
            ", CPU)\nworkload: " + workload_name_;

@@ -34,6 +34,7 @@ class LiveController : public Controller {
     std::string describe() const override;
     std::string recording_path() const override { return settings_.record ? session_path_ : ""; }
     std::string problem() const override { return problem_; }
+    std::vector<PendingRequest> pending() const override;
 
   private:
     LiveController() = default;

@@ -41,6 +41,13 @@ void Scheduler::add_request(Request r) {
     ++totals_.requests;
 }
 
+std::vector<const Request*> Scheduler::not_arrived() const {
+    std::vector<const Request*> out;
+    for (size_t i = next_arrival_; i < arrival_order_.size(); ++i)
+        out.push_back(&requests_[arrival_order_[i]]);
+    return out;
+}
+
 bool Scheduler::done() const {
     return next_arrival_ == arrival_order_.size() && running_.empty() && waiting_.empty() &&
            swapped_.empty();

@@ -106,6 +106,8 @@ class Scheduler {
     ServingSummary run_to_completion();
 
     int64_t current_step() const { return step_; }
+    // Requests that have not arrived yet, in arrival order (a live view shows the queue).
+    std::vector<const Request*> not_arrived() const;
     const std::vector<Sequence>& sequences() const { return seqs_; }
     const StepMetrics& metrics() const { return metrics_; }
     ServingSummary summary() const;

@@ -30,8 +30,9 @@
 //  metric         -        -      -                 -                -             -            value         metric name
 // clang-format on
 //
-// Every event carries run, step (engine iteration), seq_no (monotonic per run, assigned by the
-// sink) and t_ns (host steady clock).
+// Every event carries run, step (engine iteration, 64-bit), seq_no (monotonic per run, from 1,
+// assigned by the engine's Reporter; a sink fills it only when it is 0) and t_ns (host steady
+// clock).
 
 #include <cstdint>
 #include <string>

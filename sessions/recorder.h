@@ -28,9 +28,8 @@ namespace kvscope {
 struct RecorderOptions {
     // A keyframe is written once this many events have passed since the last one.
     int64_t keyframe_events = 20000;
-    // The writer commits at least this often (ms) and whenever this many steps are queued.
+    // The writer commits what is queued at least this often (ms), and at every flush().
     int32_t flush_interval_ms = 100;
-    int32_t flush_steps = 256;
     // Replace a file already at the path (the user passed --force). A leftover "<path>.part"
     // from a recording that did not finish is also discarded only then.
     bool replace_existing = false;
@@ -89,7 +88,7 @@ class Recorder : public Probe {
     Status error_;
     std::atomic<bool> failed_{false};
     std::atomic<int64_t> last_step_written_{-1};  // committed
-    int64_t steps_written_ = 0;                    // committed
+    int64_t steps_written_ = 0;                   // committed
     int64_t steps_uncommitted_ = 0, last_step_uncommitted_ = -1;
     std::thread writer_;
 

@@ -26,6 +26,20 @@ bool names_block(EventKind k) {
     }
 }
 
+// A token or block-table entry past the end of the request's list (the Timeline ignores it).
+const char* skips_ahead(const TimelineState& state, const Event& e) {
+    bool token = e.kind == EventKind::kToken;
+    bool table =
+        (e.kind == EventKind::kBlockAlloc || e.kind == EventKind::kBlockShare) && e.request >= 0;
+    if (!token && !table) return nullptr;
+    auto it = state.requests.find(e.request);
+    size_t have = it == state.requests.end()
+                      ? 0
+                      : (token ? it->second.token_ids.size() : it->second.block_table.size());
+    return e.a > static_cast<int64_t>(have) ? (token ? "token position" : "block-table entry")
+                                            : nullptr;
+}
+
 // Every captured attention row: one u8 probability per key 0..qpos, a layer and head the
 // model has, a step the session has. The heatmap drops rows it cannot place; check says so.
 void check_attention_rows(const std::string& path, SessionReader& r, CheckReport& rep) {
@@ -121,6 +135,10 @@ CheckReport check_session(const std::string& path) {
                                        std::string(event_kind_name(e.kind)) +
                                        " event names block " + std::to_string(e.block) +
                                        ", the pool holds " + std::to_string(pool));
+            if (const char* why = skips_ahead(state, e))
+                rep.problems.push_back("step " + std::to_string(s.step) + ": request " +
+                                       std::to_string(e.request) + "'s " + why +
+                                       " skips ahead of what it holds");
             if (e.seq_no != expect_seq) {
                 rep.problems.push_back(
                     "step " + std::to_string(s.step) + ": event " + std::to_string(e.seq_no) +

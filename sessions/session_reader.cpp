@@ -342,6 +342,16 @@ Result<std::vector<AttentionRow>> SessionReader::attention(int32_t request, int3
     return out;
 }
 
+Result<std::optional<int64_t>> SessionReader::first_attention_step() {
+    auto q = impl_->db.prepare("SELECT min(step) FROM attention");
+    if (!q) return q.error();
+    Status err;
+    std::optional<int64_t> out;
+    if (q->next(err) && !q->column_is_null(0)) out = q->column_int(0);
+    if (!err.ok()) return Error{path_ + ": corrupt database: " + err.error().message};
+    return out;
+}
+
 Result<std::vector<std::pair<int32_t, int32_t>>> SessionReader::captured_heads() {
     auto q = impl_->db.prepare("SELECT DISTINCT layer, head FROM attention ORDER BY layer, head");
     if (!q) return q.error();

@@ -52,6 +52,8 @@ class SessionReader {
     // (after_step, up_to_step], in step order (a recomputed row comes after the first).
     Result<std::vector<AttentionRow>> attention(int32_t request, int32_t layer, int32_t head,
                                                 int64_t up_to_step, int64_t after_step = -1);
+    // The first step with captured attention rows; nullopt when nothing was captured.
+    Result<std::optional<int64_t>> first_attention_step();
     // (layer, head) pairs that have captured rows, in order.
     Result<std::vector<std::pair<int32_t, int32_t>>> captured_heads();
     // Requests with captured rows for (layer, head), in order (empty on a read error).

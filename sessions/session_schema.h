@@ -1,5 +1,6 @@
 #pragma once
-// The `.kvs` session file: SQLite, WAL journal, PRAGMA user_version = schema version.
+// The `.kvs` session file: SQLite, PRAGMA user_version = schema version; WAL while it is being
+// recorded (as "<name>.part"), one self-contained file (journal DELETE) once finished.
 //
 // [SECTION] Tables (schema v1, one run per file)
 //   meta(key TEXT PRIMARY KEY, value TEXT)       format, kvscope version, run info (JSON)...
@@ -11,7 +12,8 @@
 //        One row per engine step: the scalars every plot needs, and the step's events packed
 //        by event_codec.h. Its primary key is the (run, step) index of the design.
 //   keyframe(step INTEGER PRIMARY KEY, seq INTEGER, state BLOB)
-//        TimelineState at the end of `step` (CBOR), written whenever enough events have
+//        TimelineState at the end of `step` (TimelineState::serialize's binary form; files
+//        from before it hold CBOR, which still loads), written whenever enough events have
 //        passed since the previous one, so a seek replays a bounded number of events.
 //   attention(id INTEGER PRIMARY KEY, step, request, layer, head, qpos, format, probs BLOB)
 //        captured attention rows (format 1: u8 probabilities, 255 = 1.0), indexed by

@@ -32,10 +32,12 @@ namespace {
 bool valid_block(const TimelineState& s, int32_t b) {
     return b >= 0 && static_cast<size_t>(b) < s.blocks.size();
 }
+// Tables and token lists grow one entry at a time: the engine fills them in order. An event
+// that would skip ahead (only a damaged or hostile file has one) is ignored rather than grow a
+// list to whatever size it claims; `check` reports it.
 void set_entry(RequestState& r, int32_t logical, int32_t block) {
-    if (logical < 0) return;
-    if (static_cast<size_t>(logical) >= r.block_table.size())
-        r.block_table.resize(static_cast<size_t>(logical) + 1, -1);
+    if (logical < 0 || static_cast<size_t>(logical) > r.block_table.size()) return;
+    if (static_cast<size_t>(logical) == r.block_table.size()) r.block_table.push_back(-1);
     r.block_table[static_cast<size_t>(logical)] = block;
 }
 }  // namespace
@@ -69,11 +71,11 @@ void TimelineState::apply(const Event& e) {
         }
         case EventKind::kToken: {
             RequestState& r = req();
-            if (e.a < 0) break;
+            if (e.a < 0 || static_cast<size_t>(e.a) > r.token_ids.size()) break;  // see set_entry
             auto pos = static_cast<size_t>(e.a);
-            if (pos >= r.token_ids.size()) {
-                r.token_ids.resize(pos + 1, -1);
-                r.token_text.resize(pos + 1);
+            if (pos == r.token_ids.size()) {
+                r.token_ids.push_back(-1);
+                r.token_text.emplace_back();
             }
             r.token_ids[pos] = e.b;
             r.token_text[pos] = e.text;

@@ -81,6 +81,9 @@ void save_settings(const ViewState& v) {
 //   compare-align M 0: same step, 1: same progress of the selected request
 //   wait N          render N frames
 //   screenshot PATH [PANEL]  write the current frame (only PANEL's window, if named)
+//   dump PATH       write what the window shows as JSON: the status texts, the cursor, and per
+//                   panel its size and its content's (a panel whose content is wider than it
+//                   without a horizontal scrollbar clips)
 //   quit
 struct Script {
     std::vector<std::string> lines;
@@ -247,6 +250,42 @@ void handle_keys(UiContext& ctx) {
     }
 }
 
+// The `dump` command's JSON (hand-written: ui/ links no JSON library).
+std::string window_report(UiContext& ctx, int w, int h) {
+    auto quoted = [](const std::string& t) {
+        std::string out = "\"";
+        for (char c : t) {
+            if (c == '"' || c == '\\') out += '\\';
+            if (static_cast<unsigned char>(c) >= 0x20) out += c;
+        }
+        return out + "\"";
+    };
+    std::ostringstream j;
+    j << "{\"width\": " << w << ", \"height\": " << h << ", \"cursor\": " << ctx.view.cursor
+      << ", \"last_step\": " << ctx.last_step()
+      << ",\n \"status_bar\": " << quoted(ctx.drawn_status_bar)
+      << ",\n \"controls_status\": " << quoted(ctx.drawn_controls_status)
+      << ",\n \"message\": " << quoted(ctx.view.message) << ",\n \"panels\": [";
+    bool first = true;
+    for (ImGuiWindow* win : GImGui->Windows) {
+        if (!win->WasActive || win->Hidden || (win->Flags & ImGuiWindowFlags_ChildWindow) ||
+            win->Name[0] == '#')
+            continue;
+        float inner_w = win->InnerRect.GetWidth() - 2 * win->WindowPadding.x;
+        float inner_h = win->InnerRect.GetHeight() - 2 * win->WindowPadding.y;
+        j << (first ? "\n  " : ",\n  ") << "{\"name\": " << quoted(win->Name)
+          << ", \"x\": " << win->Pos.x << ", \"y\": " << win->Pos.y << ", \"w\": " << win->Size.x
+          << ", \"h\": " << win->Size.y << ", \"inner_w\": " << inner_w
+          << ", \"inner_h\": " << inner_h << ", \"content_w\": " << win->ContentSize.x
+          << ", \"content_h\": " << win->ContentSize.y
+          << ", \"scrollbar_x\": " << (win->ScrollbarX ? "true" : "false")
+          << ", \"scrollbar_y\": " << (win->ScrollbarY ? "true" : "false") << "}";
+        first = false;
+    }
+    j << "\n]}\n";
+    return j.str();
+}
+
 // Runs one script command; returns false at `quit`.
 bool run_script_command(UiContext& ctx, Script& s, int w, int h, std::string& error) {
     if (s.wait > 0) {
@@ -306,6 +345,13 @@ bool run_script_command(UiContext& ctx, Script& s, int w, int h, std::string& er
         s.lines.insert(s.lines.begin() + static_cast<long>(s.next),
                        "__shoot " + path + "\t" + panel);
         return true;
+    } else if (cmd == "dump") {
+        std::string path;
+        std::getline(in >> std::ws, path);
+        if (Status d = write_output_file(path, window_report(ctx, w, h), {.force = true}); !d) {
+            error = d.error().message;
+            return false;
+        }
     } else if (cmd == "__shoot") {
         return true;  // handled after rendering
     } else if (cmd == "quit") {
@@ -353,10 +399,18 @@ void draw_frame(UiContext& ctx, const WindowOptions& o, int w, int h, bool focus
                  ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove |
                      ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoFocusOnAppearing |
                      ImGuiWindowFlags_NoBringToFrontOnFocus);
-    if (ctx.view.message_is_error)
-        ImGui::TextColored(ImVec4(1.0f, 0.35f, 0.3f, 1.0f), "%s", ctx.view.message.c_str());
-    else
-        ImGui::TextUnformatted(ctx.view.message.c_str());
+    // Where the run is (the same words as the Controls panel), then the latest hint or error.
+    ctx.drawn_status_bar = ctx.run_status();
+    ImGui::TextUnformatted(ctx.drawn_status_bar.c_str());
+    if (!ctx.view.message.empty()) {
+        ImGui::SameLine();
+        ImGui::TextDisabled("|");
+        ImGui::SameLine();
+        if (ctx.view.message_is_error)
+            ImGui::TextColored(ImVec4(1.0f, 0.35f, 0.3f, 1.0f), "%s", ctx.view.message.c_str());
+        else
+            ImGui::TextUnformatted(ctx.view.message.c_str());
+    }
     ImGui::End();
 }
 }  // namespace
@@ -419,9 +473,8 @@ int run_window(const WindowOptions& o) {
         ctx.controller = o.controller;
         ctx.session = &o.controller->session();
         ctx.title = o.controller->describe();
-        ctx.view.message = o.hint.empty()
-                               ? "Paused at step 0. Space plays, N steps once, F1 lists every key."
-                               : o.hint;
+        ctx.view.message =
+            o.hint.empty() ? "Space plays, N steps one iteration, F1 lists every key." : o.hint;
     } else if (!o.replay_path.empty()) {
         if (!ctx.open_session(o.replay_path)) startup_failure = ctx.view.message;
     } else {

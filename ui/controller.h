@@ -2,7 +2,9 @@
 // What the front end may ask of a live run. `app` implements it with the engine; the UI only
 // sees this interface and the session being recorded, never engine headers.
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/result.h"
 
@@ -25,6 +27,14 @@ struct LiveSettings {
     bool record_force = false;
 };
 
+// A request of the workload that has not arrived yet (plain data for the Requests panel).
+struct PendingRequest {
+    std::string id;
+    int64_t arrival_step = 0;
+    int prompt_tokens = 0, max_tokens = 0;
+    std::string prompt_text;  // empty when the model has no tokenizer
+};
+
 class Controller {
   public:
     virtual ~Controller() = default;
@@ -43,6 +53,8 @@ class Controller {
     virtual std::string recording_path() const = 0;
     // Why the run stopped early ("" when it did not): a recording that could not be written.
     virtual std::string problem() const = 0;
+    // The workload's requests that have not arrived yet, in arrival order.
+    virtual std::vector<PendingRequest> pending() const = 0;
 };
 
 }  // namespace kvscope

@@ -30,7 +30,7 @@ void draw_block_pool_panel(UiContext& ctx) {
     ImGui::Begin("Block pool");
     const TimelineState* s = ctx.state;
     if (!s || s->blocks.empty()) {
-        ImGui::TextDisabled("No run yet. Press Space to play or N to step.");
+        ImGui::TextDisabled("No session open.");
         ImGui::End();
         return;
     }
@@ -143,6 +143,15 @@ void draw_block_pool_panel(UiContext& ctx) {
     }
     if (ctx.view.selected_block >= 0 && ctx.view.selected_block < n)
         cell_rect(ctx.view.selected_block, 0xff00ffff, 3.0f);
+    if (ctx.before_first_step() && ctx.controller) {
+        // The first thing a newcomer sees: an empty pool and what to press.
+        const char* hint = "All blocks free. Space plays, N steps one iteration.";
+        ImVec2 t = ImGui::CalcTextSize(hint);
+        ImVec2 c(origin.x + size.x * 0.5f, origin.y + size.y * 0.5f);
+        dl->AddRectFilled(ImVec2(c.x - t.x * 0.5f - 8, c.y - t.y * 0.5f - 5),
+                          ImVec2(c.x + t.x * 0.5f + 8, c.y + t.y * 0.5f + 5), 0xe0202020, 4.0f);
+        dl->AddText(ImVec2(c.x - t.x * 0.5f, c.y - t.y * 0.5f), 0xffffffff, hint);
+    }
 
     int hovered = -1;
     if (ImGui::IsItemHovered()) {

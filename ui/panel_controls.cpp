@@ -33,7 +33,6 @@ void draw_controls_panel(UiContext& ctx) {
         ImGui::SetNextItemWidth(160);
         ImGui::SliderFloat("steps/s", &v.steps_per_second, 1.0f, 120.0f, "%.0f",
                            ImGuiSliderFlags_Logarithmic);
-        ImGui::Text("%s", c.finished() ? "workload finished" : "running");
         ImGui::Separator();
         static char prompt[512] = "And God said,";
         static int max_tokens = 48;
@@ -96,8 +95,8 @@ void draw_controls_panel(UiContext& ctx) {
         ImGui::TextDisabled("Drop another .kvs file on the window to open it.");
     }
     ImGui::Separator();
-    ImGui::Text("step %lld / %lld", static_cast<long long>(v.cursor),
-                static_cast<long long>(ctx.last_step()));
+    ctx.drawn_controls_status = ctx.run_status();
+    ImGui::TextWrapped("%s", ctx.drawn_controls_status.c_str());
     if (ctx.state) {
         for (const char* m : {"blocks_used", "fragmentation", "utilization", "prefix_hit_rate"}) {
             auto it = ctx.state->metrics.find(m);

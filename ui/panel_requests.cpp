@@ -15,10 +15,15 @@ void draw_requests_panel(UiContext& ctx) {
     ImGui::Begin("Requests");
     const TimelineState* s = ctx.state;
     if (!s) {
-        ImGui::TextDisabled("No requests yet.");
+        ImGui::TextDisabled("No session open.");
         ImGui::End();
         return;
     }
+    // Before a live run's first step the queue is all there is to see. After it the panel shows
+    // what a replay of the recording shows at the same step (the status line counts the rest).
+    static const std::vector<PendingRequest> none;
+    const std::vector<PendingRequest>& queue =
+        ctx.before_first_step() ? ctx.pending_requests() : none;
     static bool show_finished = false;
     ImGui::Checkbox("show finished", &show_finished);
     const int bs = s->info.block_size;
@@ -32,7 +37,10 @@ void draw_requests_panel(UiContext& ctx) {
         return static_cast<int>(a->phase) < static_cast<int>(b->phase);
     });
     ImGui::SameLine();
-    ImGui::TextDisabled("%zu shown", rows.size());
+    if (queue.empty())
+        ImGui::TextDisabled("%zu shown", rows.size());
+    else
+        ImGui::TextDisabled("%zu shown, %zu not arrived yet", rows.size(), queue.size());
     const float cell = 10.0f * ctx.view.font_scale;
     ImGui::BeginChild("##rows", ImVec2(0, ImGui::GetContentRegionAvail().y * 0.62f), false,
                       ImGuiWindowFlags_HorizontalScrollbar);
@@ -80,6 +88,23 @@ void draw_requests_panel(UiContext& ctx) {
                     ImGui::SetTooltip("logical block %zu -> physical %d", l, r.block_table[l]);
             }
             ImGui::PopID();
+        }
+    }
+    // A live run's queue: what will arrive, and when, with the start of each prompt.
+    if (!queue.empty()) {
+        ImGui::Separator();
+        ImGui::TextDisabled(
+            "Queued: they arrive as the run steps (Space plays, N steps one iteration).");
+        for (const PendingRequest& p : queue) {
+            std::string text = p.prompt_text.substr(0, 120);
+            for (char& c : text)
+                if (c == '\n' || c == '\t') c = ' ';
+            ImGui::Text("%-10s step %-4lld %3d tok, up to %d more", p.id.c_str(),
+                        static_cast<long long>(p.arrival_step), p.prompt_tokens, p.max_tokens);
+            if (!text.empty()) {
+                ImGui::SameLine();
+                ImGui::TextDisabled("%s%s", text.c_str(), p.prompt_text.size() > 120 ? "..." : "");
+            }
         }
     }
     ImGui::EndChild();

@@ -15,7 +15,7 @@ bool UiContext::open_session(const std::string& path) {
     owned_session = std::move(r).value();
     session = owned_session.get();
     controller = nullptr;
-    view.cursor = session->last_step();
+    view.cursor = opening_step(*session);
     view.selected_request = view.selected_block = -1;
     view.view_lo = 0;
     view.view_hi = -1;
@@ -44,7 +44,16 @@ void UiContext::set_cursor(int64_t step) {
 
 void UiContext::update_state() {
     state = nullptr;
-    if (!session || session->last_step() < 0) return;
+    if (!session) return;
+    if (session->last_step() < 0) {
+        // Before a live run's first step: the pool exists, all free, and no request holds any.
+        if (empty_of_ != session) {
+            empty_state_.emplace(session->info());
+            empty_of_ = session;
+        }
+        state = &*empty_state_;
+        return;
+    }
     view.cursor = std::clamp<int64_t>(view.cursor, 0, session->last_step());
     auto s = session->state_at(view.cursor);
     if (!s) {
@@ -52,6 +61,63 @@ void UiContext::update_state() {
         return;
     }
     state = s.value();
+}
+
+int64_t opening_step(SessionReader& session) {
+    auto first = session.first_attention_step();
+    if (first && first.value().has_value()) return *first.value();
+    int64_t best = session.last_step();
+    int32_t most = -1;
+    for (const StepSummary& s : session.steps())
+        if (s.running > most) {
+            most = s.running;
+            best = s.step;
+        }
+    return best;
+}
+
+const std::vector<PendingRequest>& UiContext::pending_requests() {
+    if (!controller) {
+        pending_.clear();
+        return pending_;
+    }
+    if (pending_of_ != controller || pending_upto_ != last_step()) {
+        pending_ = controller->pending();
+        pending_of_ = controller;
+        pending_upto_ = last_step();
+    }
+    return pending_;
+}
+
+std::string UiContext::run_status() {
+    if (!session) return controller ? "Live run not started" : "No session";
+    const int64_t last = last_step();
+    std::string out;
+    if (controller) {
+        out = view.playing ? "Playing" : controller->finished() ? "Finished" : "Paused";
+        out += before_first_step()
+                   ? " before step 0"
+                   : " at step " + std::to_string(view.cursor) + " of " + std::to_string(last);
+    } else {
+        out = std::string(view.playing ? "Replaying" : "Replay") + ": step " +
+              std::to_string(view.cursor) + " of " + std::to_string(session->first_step()) + ".." +
+              std::to_string(last);
+    }
+    if (state) {
+        int counts[5] = {};
+        for (const auto& [i, r] : state->requests)
+            ++counts[static_cast<int>(r.phase)];
+        out += " | " + std::to_string(counts[static_cast<int>(RequestPhase::kRunning)]) +
+               " running, " + std::to_string(counts[static_cast<int>(RequestPhase::kWaiting)]) +
+               " waiting, " + std::to_string(counts[static_cast<int>(RequestPhase::kFinished)]) +
+               " finished";
+        if (int swapped = counts[static_cast<int>(RequestPhase::kSwapped)])
+            out += ", " + std::to_string(swapped) + " swapped";
+    }
+    if (controller)
+        if (size_t queued = pending_requests().size())
+            out += ", " + std::to_string(queued) + " not arrived";
+    return out;
 }
 
 const std::vector<Event>& UiContext::eviction_log() {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -59,13 +60,24 @@ class UiContext {
     const TimelineState* state = nullptr;          // state at view.cursor, refreshed each frame
     std::string title;
 
-    // Switches to a recording; on failure keeps what was shown and puts the error on screen.
+    // Switches to a recording, at its opening step (opening_step()); on failure keeps what was
+    // shown and puts the error on screen.
     bool open_session(const std::string& path);
     bool open_compare(const std::string& path);
     // Refreshes `state` for the cursor; errors go to the message line.
     void update_state();
     int64_t last_step() const { return session ? session->last_step() : -1; }
     void set_cursor(int64_t step);
+    // True while a live run has not run its first step (state is then the empty pool).
+    bool before_first_step() const { return session && session->last_step() < 0; }
+
+    // A live run's requests that have not arrived yet (asked of the controller once per step).
+    const std::vector<PendingRequest>& pending_requests();
+
+    // What the status bar and the Controls panel both say, so they never disagree.
+    std::string run_status();
+    // The texts as last drawn (the --script `dump` command reports them).
+    std::string drawn_status_bar, drawn_controls_status;
 
     // Eviction and preemption log of the whole run (loaded lazily, extended as it grows).
     const std::vector<Event>& eviction_log();
@@ -77,6 +89,11 @@ class UiContext {
     const std::vector<AttentionRow>& attention_rows(int32_t request, int layer, int head);
 
   private:
+    std::optional<TimelineState> empty_state_;  // the pool before the first step
+    SessionReader* empty_of_ = nullptr;
+    std::vector<PendingRequest> pending_;
+    int64_t pending_upto_ = -2;
+    Controller* pending_of_ = nullptr;
     std::vector<Event> evictions_;
     int64_t evictions_upto_ = -1;
     SessionReader* evictions_of_ = nullptr;
@@ -87,6 +104,11 @@ class UiContext {
     std::vector<std::pair<int32_t, int32_t>> captured_;
     int64_t captured_upto_ = -2;  // last step of the session when captured_ was asked for
 };
+
+// Where a recording opens: --step aside, the first step with captured attention (a capture is
+// opened to see it), else the step with the most requests running (not the last, where every
+// request has finished and the pool holds only the cache).
+int64_t opening_step(SessionReader& session);
 
 // One function per panel (one file each).
 void draw_controls_panel(UiContext& ctx);

@@ -184,7 +184,7 @@ TEST(Hostile, AFullDiskStopsTheRunAtTheFailedWriteAndLeavesACheckableFile) {
         fs::create_directories(mnt);
         r = test::run_command(
             {"/usr/bin/unshare", "-m", "/bin/sh", "-c",
-             "mount -t tmpfs -o size=1m none " + mnt + " && cd " + mnt + " && " + script, bin},
+             "mount -t tmpfs -o size=512k none " + mnt + " && cd " + mnt + " && " + script, bin},
             600);
         EXPECT_NE(r.err.find("database or disk is full"), std::string::npos) << r.err;
     } else {
