@@ -374,21 +374,37 @@ void draw_frame(UiContext& ctx, const WindowOptions& o, int w, int h, bool focus
     float top_h = H - bottom - 24;
     place("Controls", 0, 0, left, H - 24);
     draw_controls_panel(ctx);
-    place("Block pool", left, 0, mid, top_h * 0.5f);
-    draw_block_pool_panel(ctx);
-    place("Requests", left, top_h * 0.5f, mid, top_h * 0.5f);
-    draw_requests_panel(ctx);
-    place("Attention", left + mid, 0, right, top_h);
-    draw_heatmap_panel(ctx);
-    place("Timeline", left, top_h, mid, bottom);
-    draw_timeline_panel(ctx);
-    place("Memory", left + mid, top_h, right, bottom * 0.5f);
-    draw_memory_panel(ctx);
-    place("Evictions", left + mid, top_h + bottom * 0.5f, right, bottom * 0.5f);
-    draw_eviction_log_panel(ctx);
     if (ctx.compare) {
-        place("Compare", left + 40, 40, mid - 80, top_h * 0.45f);
+        // Side by side: both runs' block maps and request lists at the aligned moment, the
+        // curves overlaid and the table of differences underneath.
+        float half = (W - left) / 2, third = (W - left) / 3;
+        place("Block pool", left, 0, half, top_h * 0.55f);
+        draw_block_pool_panel(ctx, Side::kMain);
+        place("Requests", left, top_h * 0.55f, half, top_h * 0.45f);
+        draw_requests_panel(ctx, Side::kMain);
+        place("Block pool (right)", left + half, 0, half, top_h * 0.55f);
+        draw_block_pool_panel(ctx, Side::kCompared);
+        place("Requests (right)", left + half, top_h * 0.55f, half, top_h * 0.45f);
+        draw_requests_panel(ctx, Side::kCompared);
+        place("Timeline", left, top_h, third, bottom);
+        draw_timeline_panel(ctx);
+        place("Memory", left + third, top_h, third, bottom);
+        draw_memory_panel(ctx);
+        place("Compare", left + 2 * third, top_h, third, bottom);
         draw_compare_panel(ctx);
+    } else {
+        place("Block pool", left, 0, mid, top_h * 0.5f);
+        draw_block_pool_panel(ctx);
+        place("Requests", left, top_h * 0.5f, mid, top_h * 0.5f);
+        draw_requests_panel(ctx);
+        place("Attention", left + mid, 0, right, top_h);
+        draw_heatmap_panel(ctx);
+        place("Timeline", left, top_h, mid, bottom);
+        draw_timeline_panel(ctx);
+        place("Memory", left + mid, top_h, right, bottom * 0.5f);
+        draw_memory_panel(ctx);
+        place("Evictions", left + mid, top_h + bottom * 0.5f, right, bottom * 0.5f);
+        draw_eviction_log_panel(ctx);
     }
     draw_help_overlay(ctx);
     if (focus_panel && !o.panel.empty()) ImGui::SetWindowFocus(o.panel.c_str());
@@ -452,7 +468,9 @@ int run_window(const WindowOptions& o) {
     IMGUI_CHECKVERSION();
     ImGui::CreateContext();
     ImGuiIO& io = ImGui::GetIO();
-    static std::string ini_path = (config_dir() / "imgui.ini").string();
+    // The side-by-side layout of a comparison is remembered apart from the usual one.
+    static std::string ini_path =
+        (config_dir() / (o.compare_path.empty() ? "imgui.ini" : "imgui-compare.ini")).string();
     io.IniFilename = headless ? nullptr : ini_path.c_str();
     if (!headless) {
         std::error_code ec;

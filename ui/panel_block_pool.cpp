@@ -24,16 +24,25 @@ struct BlockInfo {
 };
 }  // namespace
 
-void draw_block_pool_panel(UiContext& ctx) {
-    static Texture texture;
+void draw_block_pool_panel(UiContext& ctx, Side side) {
+    const bool main = side == Side::kMain;
+    static Texture textures[2];
     static std::vector<uint32_t> pixels;
-    ImGui::Begin("Block pool");
-    const TimelineState* s = ctx.state;
+    Texture& texture = textures[main ? 0 : 1];
+    ImGui::Begin(main ? "Block pool" : "Block pool (right)");
+    const TimelineState* s = ctx.state_of(side);
+    if (ctx.compare) {
+        SessionReader& shown = main ? *ctx.session : *ctx.compare;
+        text_disabled_wrapped((main ? "Left: " : "Right: ") + shown.path() + ", step " +
+                              std::to_string(main ? ctx.view.cursor : ctx.compare_step));
+    }
     if (!s || s->blocks.empty()) {
-        ImGui::TextDisabled("No session open.");
+        ImGui::TextDisabled("%s", !main && !ctx.compare_note.empty() ? ctx.compare_note.c_str()
+                                                                     : "No session open.");
         ImGui::End();
         return;
     }
+    const int32_t selected_request = ctx.selected_request_in(side);
     const int n = static_cast<int>(s->blocks.size());
     const int bs = s->info.block_size;
     std::vector<BlockInfo> info(static_cast<size_t>(n));
@@ -135,13 +144,14 @@ void draw_block_pool_panel(UiContext& ctx) {
                 dl->AddLine(ImVec2(x + 1, y + cell - 2), ImVec2(x + cell - 1, y + 1), 0xff9a9a9a);
         }
     }
-    if (ctx.view.selected_request >= 0) {
-        auto it = s->requests.find(ctx.view.selected_request);
+    if (selected_request >= 0) {
+        auto it = s->requests.find(selected_request);
         if (it != s->requests.end())
             for (int b : it->second.block_table)
                 if (b >= 0 && b < n) cell_rect(b, 0xffffffff, 2.0f);
     }
-    if (ctx.view.selected_block >= 0 && ctx.view.selected_block < n)
+    // Block ids mean nothing across two runs: the selected block is the main run's.
+    if (main && ctx.view.selected_block >= 0 && ctx.view.selected_block < n)
         cell_rect(ctx.view.selected_block, 0xff00ffff, 3.0f);
     if (ctx.before_first_step() && ctx.controller) {
         // The first thing a newcomer sees: an empty pool and what to press.
@@ -160,10 +170,11 @@ void draw_block_pool_panel(UiContext& ctx) {
             cy = static_cast<int>((m.y - origin.y) / cell);
         if (cx >= 0 && cx < cols && cy >= 0) hovered = cy * cols + cx;
     }
-    if (ctx.scripted.hover_block >= 0) hovered = ctx.scripted.hover_block;
-    ctx.view.hovered_block = hovered < n ? hovered : -1;
-    if (ctx.view.hovered_block >= 0) {
-        int b = ctx.view.hovered_block;
+    if (main && ctx.scripted.hover_block >= 0) hovered = ctx.scripted.hover_block;
+    if (hovered >= n) hovered = -1;
+    if (main) ctx.view.hovered_block = hovered;
+    if (hovered >= 0) {
+        int b = hovered;
         const BlockState& st = s->blocks[static_cast<size_t>(b)];
         ImGui::BeginTooltip();
         ImGui::Text("block %d", b);
@@ -191,8 +202,11 @@ void draw_block_pool_panel(UiContext& ctx) {
         }
         ImGui::EndTooltip();
         if (ImGui::IsItemClicked()) {
-            ctx.view.selected_block = b;
-            if (!st.owners.empty()) ctx.view.selected_request = st.owners.front();
+            if (main) ctx.view.selected_block = b;
+            if (!st.owners.empty()) {
+                auto owner = s->requests.find(st.owners.front());
+                if (owner != s->requests.end()) ctx.select_request_named(owner->second.name);
+            }
         }
     }
     ImGui::End();

@@ -2,13 +2,10 @@
 // settings (changing one restarts the run), recording, view settings.
 #include <imgui.h>
 
-#include <string>
-#include <tuple>
-
 #include <algorithm>
 #include <cstdio>
+#include <string>
 
-#include "sessions/request_progress.h"
 #include "ui/ui_context.h"
 
 namespace kvscope::ui {
@@ -63,11 +60,12 @@ void draw_controls_panel(UiContext& ctx) {
             st.preempt = pre ? "swap" : "recompute";
             changed = true;
         }
-        ImGui::TextDisabled("eviction policy: none (token eviction comes later)");
-        ImGui::TextDisabled("KV dtype: fp32");
-        changed |= ImGui::Checkbox("record to", &st.record);
-        ImGui::SameLine();
-        ImGui::TextDisabled("%s", st.record_path.c_str());
+        text_disabled_wrapped("eviction policy: none (token eviction comes later)");
+        text_disabled_wrapped("KV dtype: fp32");
+        changed |= ImGui::Checkbox("record", &st.record);
+        std::string recording = c.recording_path();
+        text_disabled_wrapped(st.record ? "to " + (recording.empty() ? st.record_path : recording)
+                                        : "to a temporary file, removed at exit");
         if (changed) {
             st.block_size = std::clamp(st.block_size, 1, 4096);
             st.num_blocks = std::clamp(st.num_blocks, 1, 1 << 20);
@@ -111,133 +109,6 @@ void draw_controls_panel(UiContext& ctx) {
     if (ImGui::Combo("palette", &pal, "Okabe-Ito\0Tol muted\0"))
         v.palette = static_cast<PaletteKind>(pal);
     ImGui::TextDisabled("F1: keys and help");
-    ImGui::End();
-}
-
-void draw_compare_panel(UiContext& ctx) {
-    if (!ctx.compare) return;
-    ImGui::Begin("Compare");
-    ViewState& v = ctx.view;
-    // Same step, or the step at which the selected request got as far on the right as it is on
-    // the left (paged and contiguous runs of one workload reach a request at different steps).
-    ImGui::RadioButton("same step", &v.compare_align, 0);
-    ImGui::SameLine();
-    ImGui::RadioButton("same progress of the selected request", &v.compare_align, 1);
-    int64_t right_step = v.cursor;
-    if (v.compare_align == 1) {
-        static std::tuple<const void*, int64_t, int32_t> key{nullptr, -1, -1};
-        static int64_t found = -1;
-        static std::string what;
-        const RequestState* sel = nullptr;
-        if (ctx.state) {
-            auto it = ctx.state->requests.find(v.selected_request);
-            if (it != ctx.state->requests.end()) sel = &it->second;
-        }
-        if (!sel) {
-            ImGui::TextDisabled("Select a request (click it in Requests or Block pool).");
-        } else {
-            std::tuple<const void*, int64_t, int32_t> now{ctx.compare.get(), v.cursor,
-                                                          v.selected_request};
-            if (now != key) {
-                key = now;
-                found = first_step_with_tokens(*ctx.compare, sel->name, sel->num_tokens());
-                what = sel->name + " at " + std::to_string(sel->num_tokens()) + " tokens";
-            }
-            if (found < 0)
-                ImGui::TextDisabled("%s: not reached on the right.", what.c_str());
-            else
-                ImGui::Text("%s: left step %lld, right step %lld", what.c_str(),
-                            static_cast<long long>(v.cursor), static_cast<long long>(found));
-            if (found >= 0) right_step = found;
-        }
-    }
-    auto other = ctx.compare->state_at(right_step);
-    const TimelineState* a = ctx.state;
-    const TimelineState* b = other ? other.value() : nullptr;
-    if (!a || !b) {
-        ImGui::TextDisabled("%s", other ? "No state at this step." : other.error().message.c_str());
-        ImGui::End();
-        return;
-    }
-    auto metric = [](const TimelineState* s, const char* m) {
-        auto it = s->metrics.find(m);
-        return it == s->metrics.end() ? 0.0 : it->second;
-    };
-    auto tokens_per_s = [](SessionReader& r, int64_t step) {
-        double secs = 0;
-        long long toks = 0;
-        for (const auto& s : r.steps()) {
-            if (s.step > step) break;
-            secs += s.step_seconds;
-            toks += s.decode_tokens + (s.prefill_tokens > 0 ? 1 : 0);
-        }
-        return secs > 0 ? static_cast<double>(toks) / secs : 0.0;
-    };
-    if (ImGui::BeginTable("##cmp", 4, ImGuiTableFlags_Borders)) {
-        ImGui::TableSetupColumn(right_step == v.cursor ? "at this step" : "at the aligned steps");
-        ImGui::TableSetupColumn(ctx.session->info().allocator.c_str());
-        ImGui::TableSetupColumn(ctx.compare->info().allocator.c_str());
-        ImGui::TableSetupColumn("difference");
-        ImGui::TableHeadersRow();
-        auto row = [](const char* name, double x, double y, const char* fmt) {
-            ImGui::TableNextRow();
-            ImGui::TableNextColumn();
-            ImGui::TextUnformatted(name);
-            char buf[64];
-            for (double v : {x, y, x - y}) {
-                ImGui::TableNextColumn();
-                std::snprintf(buf, sizeof buf, fmt, v);
-                ImGui::TextUnformatted(buf);
-            }
-        };
-        row("blocks used", a->blocks_used(), b->blocks_used(), "%.0f");
-        row("fragmentation", metric(a, "fragmentation"), metric(b, "fragmentation"), "%.3f");
-        row("utilization", metric(a, "utilization"), metric(b, "utilization"), "%.3f");
-        row("prefix hit rate", metric(a, "prefix_hit_rate"), metric(b, "prefix_hit_rate"), "%.3f");
-        int ra = 0, rb = 0;
-        for (const auto& [i, r] : a->requests)
-            ra += r.phase == RequestPhase::kRunning;
-        for (const auto& [i, r] : b->requests)
-            rb += r.phase == RequestPhase::kRunning;
-        row("running requests", ra, rb, "%.0f");
-        row("tokens/s so far", tokens_per_s(*ctx.session, ctx.view.cursor),
-            tokens_per_s(*ctx.compare, right_step), "%.1f");
-        ImGui::EndTable();
-    }
-    ImGui::TextDisabled("Left: %s", ctx.session->path().c_str());
-    ImGui::TextDisabled("Right: %s", ctx.compare->path().c_str());
-    ImGui::End();
-}
-
-void draw_help_overlay(UiContext& ctx) {
-    if (!ctx.view.show_help) return;
-    ImGui::SetNextWindowPos(ImGui::GetMainViewport()->GetCenter(), ImGuiCond_Always,
-                            ImVec2(0.5f, 0.5f));
-    ImGui::Begin("Help", &ctx.view.show_help, ImGuiWindowFlags_AlwaysAutoResize);
-    static const char* const keys[][2] = {
-        {"Space", "play / pause"},
-        {"N", "step one engine iteration (live)"},
-        {"R", "run N iterations (live)"},
-        {"E", "run to the end (live)"},
-        {"Left / Right", "previous / next step"},
-        {"Home / End", "first / last step"},
-        {"Ctrl + / Ctrl -", "font size (projectors)"},
-        {"P", "switch the colour palette"},
-        {"F1", "this help"},
-        {"mouse", "hover a block or heatmap cell for details; click a block to select its request"},
-        {"timeline", "click to move the cursor, right-drag to zoom, double-click to reset"},
-        {"files", "drop a .kvs session on the window to replay it"},
-    };
-    if (ImGui::BeginTable("##keys", 2)) {
-        for (const auto& k : keys) {
-            ImGui::TableNextRow();
-            ImGui::TableNextColumn();
-            ImGui::TextUnformatted(k[0]);
-            ImGui::TableNextColumn();
-            ImGui::TextUnformatted(k[1]);
-        }
-        ImGui::EndTable();
-    }
     ImGui::End();
 }
 

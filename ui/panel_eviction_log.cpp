@@ -36,13 +36,14 @@ void draw_eviction_log_panel(UiContext& ctx) {
     ImGui::Begin("Evictions");
     static bool show[4] = {true, true, true,
                            true};  // preempt, block evict, token evict, swap/reject
-    ImGui::Checkbox("preemptions", &show[0]);
-    ImGui::SameLine();
-    ImGui::Checkbox("cache evictions", &show[1]);
-    ImGui::SameLine();
-    ImGui::Checkbox("token evictions", &show[2]);
-    ImGui::SameLine();
-    ImGui::Checkbox("swaps / rejects", &show[3]);
+    const char* labels[4] = {"preemptions", "cache evictions", "token evictions",
+                             "swaps / rejects"};
+    for (int i = 0; i < 4; ++i) {
+        if (i > 0)
+            same_line_if_fits(ImGui::GetFrameHeight() + ImGui::GetStyle().ItemInnerSpacing.x +
+                              ImGui::CalcTextSize(labels[i]).x);
+        ImGui::Checkbox(labels[i], &show[i]);
+    }
     char filter[128];
     std::snprintf(filter, sizeof filter, "%s", ctx.view.eviction_filter.c_str());
     ImGui::SetNextItemWidth(200);

@@ -2,6 +2,8 @@
 // traffic on the CPU, and the second session of a comparison drawn behind in grey.
 #include <imgui.h>
 
+#include <algorithm>
+
 #include "ui/plot.h"
 #include "ui/ui_context.h"
 
@@ -20,10 +22,9 @@ void draw_memory_panel(UiContext& ctx) {
     int64_t lo = ctx.view.view_hi < 0 ? steps.front().step : ctx.view.view_lo;
     int64_t hi = ctx.view.view_hi < 0 ? steps.back().step : ctx.view.view_hi;
     if (other && !other->empty()) hi = std::max(hi, other->back().step);
-    const float h = 34.0f * ctx.view.font_scale;
     if (other)
-        ImGui::TextDisabled("Grey: %s (%s allocator)", ctx.compare->path().c_str(),
-                            ctx.compare->info().allocator.c_str());
+        text_disabled_wrapped("Grey: " + ctx.compare->path() + " (" +
+                              ctx.compare->info().allocator + " allocator)");
     const int64_t per_block = info.kv_bytes_per_block, weights = info.weight_bytes;
     std::vector<Track> tracks = {
         {"utilization", [](const StepSummary& s) { return s.utilization; }, 0xff73b400, "%.3f",
@@ -42,15 +43,19 @@ void draw_memory_panel(UiContext& ctx) {
                             static_cast<double>(s.blocks_used) * static_cast<double>(per_block);
              return s.step_seconds > 0 ? bytes / s.step_seconds / 1e9 : 0.0;
          },
-         0xff42e4f0, "%.2f"},
+         0xff42e4f0, "%.2f", 0,
+         "On the CPU backend bandwidth is an estimate (weights + K/V in use per step), not a "
+         "measurement."},
     };
+    // Tracks share the panel's height (within limits), so all of them show in a short panel.
+    const float spacing = ImGui::GetStyle().ItemSpacing.y + 2.0f;
+    const float h =
+        std::clamp(ImGui::GetContentRegionAvail().y / static_cast<float>(tracks.size()) - spacing,
+                   10.0f * ctx.view.font_scale, 34.0f * ctx.view.font_scale);
     for (const Track& t : tracks) {
         int64_t at = plot_track(t, steps, lo, hi, ctx.view.cursor, h, other);
         if (at >= 0 && ImGui::IsMouseDown(ImGuiMouseButton_Left)) ctx.set_cursor(at);
     }
-    ImGui::TextDisabled(
-        "Bandwidth on the CPU backend is an estimate (weights + K/V in use per step), not a "
-        "measurement.");
     ImGui::End();
 }
 

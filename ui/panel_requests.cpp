@@ -11,20 +11,23 @@
 
 namespace kvscope::ui {
 
-void draw_requests_panel(UiContext& ctx) {
-    ImGui::Begin("Requests");
-    const TimelineState* s = ctx.state;
+void draw_requests_panel(UiContext& ctx, Side side) {
+    const bool main = side == Side::kMain;
+    ImGui::Begin(main ? "Requests" : "Requests (right)");
+    const TimelineState* s = ctx.state_of(side);
     if (!s) {
-        ImGui::TextDisabled("No session open.");
+        ImGui::TextDisabled("%s", !main && !ctx.compare_note.empty() ? ctx.compare_note.c_str()
+                                                                     : "No session open.");
         ImGui::End();
         return;
     }
+    const int32_t selected_request = ctx.selected_request_in(side);
     // Before a live run's first step the queue is all there is to see. After it the panel shows
     // what a replay of the recording shows at the same step (the status line counts the rest).
     static const std::vector<PendingRequest> none;
     const std::vector<PendingRequest>& queue =
-        ctx.before_first_step() ? ctx.pending_requests() : none;
-    static bool show_finished = false;
+        main && ctx.before_first_step() ? ctx.pending_requests() : none;
+    static bool show_finished = false;  // one setting for both sides of a comparison
     ImGui::Checkbox("show finished", &show_finished);
     const int bs = s->info.block_size;
     std::vector<const RequestState*> rows;
@@ -50,14 +53,12 @@ void draw_requests_panel(UiContext& ctx) {
         for (int i = clipper.DisplayStart; i < clipper.DisplayEnd; ++i) {
             const RequestState& r = *rows[static_cast<size_t>(i)];
             ImGui::PushID(r.index);
-            bool selected = ctx.view.selected_request == r.index;
+            bool selected = selected_request == r.index;
             char label[160];
             std::snprintf(label, sizeof label, "%-10s %-8s %4d tok", r.name.c_str(),
                           request_phase_name(r.phase), r.num_tokens());
-            if (ImGui::Selectable(label, selected, 0, ImVec2(260.0f * ctx.view.font_scale, 0))) {
-                ctx.view.selected_request = r.index;
-                ctx.view.heat_request = r.index;
-            }
+            if (ImGui::Selectable(label, selected, 0, ImVec2(260.0f * ctx.view.font_scale, 0)))
+                ctx.select_request_named(r.name);
             ImGui::SameLine();
             ImVec2 p = ImGui::GetCursorScreenPos();
             ImDrawList* dl = ImGui::GetWindowDrawList();
@@ -76,7 +77,7 @@ void draw_requests_panel(UiContext& ctx) {
                                   std::clamp(r.num_tokens() - static_cast<int>(l) * bs, 0, bs)) /
                                   static_cast<float>(bs));
                 dl->AddRectFilled(ImVec2(x, p.y + 1), ImVec2(x + cell, p.y + 1 + cell), c);
-                if (b >= 0 && b == ctx.view.selected_block)
+                if (main && b >= 0 && b == ctx.view.selected_block)
                     dl->AddRect(ImVec2(x, p.y + 1), ImVec2(x + cell, p.y + 1 + cell), 0xff00ffff, 0,
                                 0, 2);
             }
@@ -109,7 +110,7 @@ void draw_requests_panel(UiContext& ctx) {
     }
     ImGui::EndChild();
     ImGui::Separator();
-    auto it = s->requests.find(ctx.view.selected_request);
+    auto it = s->requests.find(selected_request);
     if (it == s->requests.end()) {
         ImGui::TextDisabled("Click a request or a block to see its tokens.");
     } else {

@@ -52,6 +52,7 @@ int64_t plot_track(const Track& t, const std::vector<StepSummary>& steps, int64_
     dl->AddRectFilled(p0, p1, 0xff1c1c1c);
     ImGui::Dummy(ImVec2(label_w + width, height + 2));
     bool hovered = ImGui::IsItemHovered();
+    if (hovered && t.note && ImGui::GetMousePos().x < p0.x) ImGui::SetTooltip("%s", t.note);
     if (hi <= lo) hi = lo + 1;
     auto x_of = [&](int64_t s) {
         return p0.x +

@@ -14,8 +14,9 @@ struct Track {
     const char* label;
     std::function<double(const StepSummary&)> value;
     uint32_t color;
-    const char* format;    // printf format for the value at the cursor
-    double fixed_max = 0;  // 0: scale to the data
+    const char* format;          // printf format for the value at the cursor
+    double fixed_max = 0;        // 0: scale to the data
+    const char* note = nullptr;  // shown while the mouse is over the track's label
 };
 
 int64_t plot_track(const Track& track, const std::vector<StepSummary>& steps, int64_t lo,

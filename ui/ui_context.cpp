@@ -1,6 +1,10 @@
 #include "ui/ui_context.h"
 
+#include <imgui.h>
+
 #include <algorithm>
+
+#include "sessions/request_progress.h"
 
 namespace kvscope::ui {
 
@@ -61,6 +65,78 @@ void UiContext::update_state() {
         return;
     }
     state = s.value();
+    update_compare_state();
+}
+
+void UiContext::update_compare_state() {
+    compare_state = nullptr;
+    compare_step = -1;
+    compare_note.clear();
+    if (!compare || compare->last_step() < 0) return;
+    int64_t right = std::min(view.cursor, compare->last_step());
+    if (view.compare_align == 1) {
+        // The step at which the selected request holds as many tokens on the right as it does
+        // here: paged and contiguous runs of one workload reach it at different steps.
+        const RequestState* sel = nullptr;
+        if (state) {
+            auto it = state->requests.find(view.selected_request);
+            if (it != state->requests.end()) sel = &it->second;
+        }
+        if (!sel) {
+            compare_note = "Select a request to align the right run on its progress.";
+        } else {
+            std::tuple<SessionReader*, int64_t, int32_t> key{compare.get(), view.cursor,
+                                                             view.selected_request};
+            if (key != aligned_key_) {
+                aligned_key_ = key;
+                aligned_step_ = first_step_with_tokens(*compare, sel->name, sel->num_tokens());
+            }
+            std::string what = sel->name + " at " + std::to_string(sel->num_tokens()) + " tokens";
+            if (aligned_step_ < 0) {
+                compare_note = what + ": not reached on the right.";
+                return;
+            }
+            right = aligned_step_;
+            compare_note = what + ": left step " + std::to_string(view.cursor) + ", right step " +
+                           std::to_string(right);
+        }
+    }
+    auto other = compare->state_at(right);
+    if (!other) {
+        compare_note = other.error().message;
+        return;
+    }
+    compare_state = other.value();
+    compare_step = right;
+}
+
+int32_t UiContext::selected_request_in(Side side) const {
+    if (side == Side::kMain || !state || !compare_state) return view.selected_request;
+    auto it = state->requests.find(view.selected_request);
+    if (it == state->requests.end()) return -1;
+    for (const auto& [i, r] : compare_state->requests)
+        if (r.name == it->second.name) return i;
+    return -1;
+}
+
+void UiContext::select_request_named(const std::string& name) {
+    if (!state) return;
+    for (const auto& [i, r] : state->requests)
+        if (r.name == name) {
+            view.selected_request = view.heat_request = i;
+            return;
+        }
+}
+
+void text_disabled_wrapped(const std::string& text) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyle().Colors[ImGuiCol_TextDisabled]);
+    ImGui::TextWrapped("%s", text.c_str());
+    ImGui::PopStyleColor();
+}
+
+void same_line_if_fits(float width) {
+    ImGui::SameLine();
+    if (ImGui::GetContentRegionAvail().x < width) ImGui::NewLine();
 }
 
 int64_t opening_step(SessionReader& session) {

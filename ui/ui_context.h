@@ -43,6 +43,11 @@ struct ViewState {
     int compare_align = 0;  // 0: same step; 1: same progress of the selected request
 };
 
+// Which of the shown runs a panel draws: the main one (selection, hover and the cursor live
+// there) or, in a comparison, the second one at the aligned step. Requests are matched between
+// the two by name, since a request's index differs from run to run.
+enum class Side { kMain, kCompared };
+
 // Simulated input for scripted tests: a hover over the heatmap or a block at a cell.
 struct ScriptedInput {
     int hover_block = -1;
@@ -58,7 +63,20 @@ class UiContext {
     std::unique_ptr<SessionReader> compare;        // second session, for Compare
     Controller* controller = nullptr;              // live runs only
     const TimelineState* state = nullptr;          // state at view.cursor, refreshed each frame
+    // Compare: the second session's state at compare_step, the step aligned with the cursor
+    // (the same step, or where the selected request got as far: view.compare_align).
+    const TimelineState* compare_state = nullptr;
+    int64_t compare_step = -1;
+    std::string compare_note;  // how compare_step was found, or why there is none
     std::string title;
+
+    const TimelineState* state_of(Side side) const {
+        return side == Side::kMain ? state : compare_state;
+    }
+    // The selected request as an index of `side`'s run (matched by name), or -1.
+    int32_t selected_request_in(Side side) const;
+    // Selects the request called `name` in the main run (a click on either side).
+    void select_request_named(const std::string& name);
 
     // Switches to a recording, at its opening step (opening_step()); on failure keeps what was
     // shown and puts the error on screen.
@@ -89,7 +107,10 @@ class UiContext {
     const std::vector<AttentionRow>& attention_rows(int32_t request, int layer, int head);
 
   private:
+    void update_compare_state();
     std::optional<TimelineState> empty_state_;  // the pool before the first step
+    std::tuple<SessionReader*, int64_t, int32_t> aligned_key_{nullptr, -1, -1};
+    int64_t aligned_step_ = -1;
     SessionReader* empty_of_ = nullptr;
     std::vector<PendingRequest> pending_;
     int64_t pending_upto_ = -2;
@@ -110,10 +131,16 @@ class UiContext {
 // request has finished and the pool holds only the cache).
 int64_t opening_step(SessionReader& session);
 
+// Greyed text that wraps at the panel's edge instead of running past it.
+void text_disabled_wrapped(const std::string& text);
+// SameLine() when an item `width` wide still fits on the current line; else a new line. Rows of
+// checkboxes and buttons flow onto more lines in a narrow panel rather than being cut off.
+void same_line_if_fits(float width);
+
 // One function per panel (one file each).
 void draw_controls_panel(UiContext& ctx);
-void draw_block_pool_panel(UiContext& ctx);
-void draw_requests_panel(UiContext& ctx);
+void draw_block_pool_panel(UiContext& ctx, Side side = Side::kMain);
+void draw_requests_panel(UiContext& ctx, Side side = Side::kMain);
 void draw_heatmap_panel(UiContext& ctx);
 void draw_eviction_log_panel(UiContext& ctx);
 void draw_timeline_panel(UiContext& ctx);
