@@ -262,7 +262,7 @@ std::string window_report(UiContext& ctx, int w, int h) {
     };
     std::ostringstream j;
     j << "{\"width\": " << w << ", \"height\": " << h << ", \"cursor\": " << ctx.view.cursor
-      << ", \"last_step\": " << ctx.last_step()
+      << ", \"compare_step\": " << ctx.compare_step << ", \"last_step\": " << ctx.last_step()
       << ",\n \"status_bar\": " << quoted(ctx.drawn_status_bar)
       << ",\n \"controls_status\": " << quoted(ctx.drawn_controls_status)
       << ",\n \"message\": " << quoted(ctx.view.message) << ",\n \"panels\": [";

@@ -77,20 +77,23 @@ void draw_controls_panel(UiContext& ctx) {
         }
     } else if (ctx.session) {
         ImGui::TextUnformatted("Replay");
-        if (ImGui::Button("<< [Home]")) ctx.set_cursor(0);
-        ImGui::SameLine();
-        if (ImGui::Button("< [Left]")) ctx.set_cursor(v.cursor - 1);
-        ImGui::SameLine();
-        if (ImGui::Button(v.playing ? "Pause" : "Play")) v.playing = !v.playing;
-        ImGui::SameLine();
-        if (ImGui::Button("> [Right]")) ctx.set_cursor(v.cursor + 1);
-        ImGui::SameLine();
-        if (ImGui::Button(">> [End]")) ctx.set_cursor(ctx.last_step());
+        // Buttons flow onto a second line in a narrow panel.
+        auto button = [](const char* text, bool first = false) {
+            if (!first)
+                same_line_if_fits(ImGui::CalcTextSize(text).x +
+                                  2 * ImGui::GetStyle().FramePadding.x);
+            return ImGui::Button(text);
+        };
+        if (button("<< [Home]", true)) ctx.set_cursor(0);
+        if (button("< [Left]")) ctx.set_cursor(v.cursor - 1);
+        if (button(v.playing ? "Pause" : "Play")) v.playing = !v.playing;
+        if (button("> [Right]")) ctx.set_cursor(v.cursor + 1);
+        if (button(">> [End]")) ctx.set_cursor(ctx.last_step());
         const RunInfo& info = ctx.session->info();
         ImGui::Text("%d blocks x %d tokens, %s", info.num_blocks, info.block_size,
                     info.allocator.c_str());
         ImGui::TextWrapped("model: %s", info.model.c_str());
-        ImGui::TextDisabled("Drop another .kvs file on the window to open it.");
+        text_disabled_wrapped("Drop another .kvs file on the window to open it.");
     }
     ImGui::Separator();
     ctx.drawn_controls_status = ctx.run_status();

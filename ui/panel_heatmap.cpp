@@ -21,7 +21,7 @@ void draw_heatmap_panel(UiContext& ctx) {
     ImGui::Begin("Attention");
     const TimelineState* s = ctx.state;
     if (!s || s->info.n_layers == 0) {
-        ImGui::TextDisabled("No attention captured (run with --capture-attention).");
+        text_disabled_wrapped("No attention captured (run with --capture-attention).");
         ImGui::End();
         return;
     }
@@ -29,22 +29,24 @@ void draw_heatmap_panel(UiContext& ctx) {
     if (v.heat_request < 0 && v.selected_request >= 0) v.heat_request = v.selected_request;
     if (v.heat_request < 0 && !s->requests.empty()) v.heat_request = s->requests.begin()->first;
     auto it = s->requests.find(v.heat_request);
-    // Labels before their widgets ("layer [4]", not "[4] layer"), and the pickers wrap onto a
-    // second line when the panel is narrow (1280x720).
-    const bool narrow = ImGui::GetContentRegionAvail().x < 520 * v.font_scale;
-    auto label = [](const char* text) {
+    // Labels before their widgets ("layer [4]", not "[4] layer"); each label and its picker
+    // flow onto the next line when the panel is narrow (1280x720).
+    const float picker = 90 * v.font_scale;
+    auto label = [&](const char* text, float widget_w, bool first = false) {
+        if (!first)
+            same_line_if_fits(ImGui::CalcTextSize(text).x + ImGui::GetStyle().ItemSpacing.x +
+                              widget_w);
         ImGui::AlignTextToFramePadding();
         ImGui::TextUnformatted(text);
         ImGui::SameLine();
     };
-    label("request");
+    label("request", 140 * v.font_scale, true);
     ImGui::SetNextItemWidth(140 * v.font_scale);
     if (ImGui::BeginCombo("##request", it != s->requests.end() ? it->second.name.c_str() : "-")) {
         for (const auto& [i, r] : s->requests)
             if (ImGui::Selectable(r.name.c_str(), i == v.heat_request)) v.heat_request = i;
         ImGui::EndCombo();
     }
-    if (!narrow) ImGui::SameLine();
     const auto& captured = ctx.captured_heads();
     auto is_captured = [&](int layer, int head) {
         return std::find(captured.begin(), captured.end(), std::make_pair(layer, head)) !=
@@ -55,16 +57,16 @@ void draw_heatmap_panel(UiContext& ctx) {
         v.heat_layer = captured.front().first;
         v.heat_head = captured.front().second;
     }
-    label("layer");
-    ImGui::SetNextItemWidth(90 * v.font_scale);
+    label("layer", picker);
+    ImGui::SetNextItemWidth(picker);
     v.heat_picked |= ImGui::SliderInt("##layer", &v.heat_layer, 0, s->info.n_layers - 1);
-    ImGui::SameLine();
-    label("head");
-    ImGui::SetNextItemWidth(90 * v.font_scale);
+    label("head", picker);
+    ImGui::SetNextItemWidth(picker);
     v.heat_picked |= ImGui::SliderInt("##head", &v.heat_head, 0, s->info.n_heads - 1);
     int group = s->info.n_kv_heads > 0 ? s->info.n_heads / s->info.n_kv_heads : 1;
-    ImGui::SameLine();
-    ImGui::TextDisabled("(KV head %d)", v.heat_head / std::max(group, 1));
+    std::string kv_head = "(KV head " + std::to_string(v.heat_head / std::max(group, 1)) + ")";
+    same_line_if_fits(ImGui::CalcTextSize(kv_head.c_str()).x);
+    ImGui::TextDisabled("%s", kv_head.c_str());
     if (it == s->requests.end()) {
         ImGui::TextDisabled("No request selected.");
         ImGui::End();
@@ -82,13 +84,15 @@ void draw_heatmap_panel(UiContext& ctx) {
         }
     if (shown == 0) {
         if (!captured.empty() && !is_captured(v.heat_layer, v.heat_head))
-            ImGui::TextDisabled(
-                "Layer %d head %d was not captured; this run captured %zu heads "
-                "(layer %d head %d first).",
-                v.heat_layer, v.heat_head, captured.size(), captured.front().first,
-                captured.front().second);
+            text_disabled_wrapped("Layer " + std::to_string(v.heat_layer) + " head " +
+                                  std::to_string(v.heat_head) +
+                                  " was not captured; this run "
+                                  "captured " +
+                                  std::to_string(captured.size()) + " heads (layer " +
+                                  std::to_string(captured.front().first) + " head " +
+                                  std::to_string(captured.front().second) + " first).");
         else
-            ImGui::TextDisabled(
+            text_disabled_wrapped(
                 "No attention rows for this request, layer and head up to this step.");
         ImGui::End();
         return;
@@ -112,10 +116,8 @@ void draw_heatmap_panel(UiContext& ctx) {
 
     // Rows missing at the top are a question every first look asks: say why.
     if (!captured_q.empty() && captured_q.front() > 0)
-        ImGui::TextDisabled(
-            "Query rows 0-%d were not computed here (prefix cache hit) or not "
-            "captured.",
-            captured_q.front() - 1);
+        text_disabled_wrapped("Query rows 0-" + std::to_string(captured_q.front() - 1) +
+                              " were not computed here (prefix cache hit) or not captured.");
     ImVec2 avail = ImGui::GetContentRegionAvail();
     float side = std::max(32.0f, std::min(avail.x, avail.y - 4));
     v.heat_zoom = std::clamp(v.heat_zoom, 1.0f, static_cast<float>(n));

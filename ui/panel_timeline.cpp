@@ -81,11 +81,11 @@ void draw_timeline_panel(UiContext& ctx) {
             }
         }
     }
-    ImGui::TextDisabled(
+    text_disabled_wrapped(
         has_gpu ? "GPU kernels and HBM bandwidth from CUPTI"
                 : "GPU kernels: none (CPU backend). Bandwidth: see Memory (estimated on the CPU).");
-    ImGui::TextDisabled("Showing steps %lld..%lld. Right-drag to zoom, double-click to reset.",
-                        static_cast<long long>(lo), static_cast<long long>(hi));
+    text_disabled_wrapped("Showing steps " + std::to_string(lo) + ".." + std::to_string(hi) +
+                          ". Right-drag to zoom, double-click to reset.");
     ImGui::End();
 }
 

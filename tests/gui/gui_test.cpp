@@ -12,9 +12,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "sessions/recorder.h"
+#include "sessions/session_reader.h"
 #include "test_support.h"
 
 namespace kvscope {
@@ -260,8 +262,10 @@ TEST_F(Gui, CompareAlignsTwoRunsByARequestsProgress) {
     }
     std::string script = dir_ + "/cmp.txt";
     test::write_file(script, "seek 150\nselect-request 3\nwait 1\nscreenshot " + dir_ +
-                                 "/c0.png Compare\ncompare-align 1\nwait 2\nscreenshot " + dir_ +
-                                 "/c1.png Compare\nquit\n");
+                                 "/c0.png Compare\ndump " + dir_ +
+                                 "/d0.json\ncompare-align 1\nwait 2\nscreenshot " + dir_ +
+                                 "/c1.png Compare\ndump " + dir_ + "/d1.json\nscreenshot " + dir_ +
+                                 "/whole.png\nquit\n");
     auto r =
         kvscope({"compare", dir_ + "/paged.kvs", dir_ + "/contiguous.kvs", "--script", script});
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -270,6 +274,152 @@ TEST_F(Gui, CompareAlignsTwoRunsByARequestsProgress) {
     ASSERT_EQ(c0.w, c1.w);
     // Aligned on r4's progress, the right-hand column shows another step's numbers.
     EXPECT_GT(diff_in(c0, c1, 0.0f, 0.1f, 1.0f, 0.8f), 300u);
+    auto d0 = nlohmann::json::parse(test::read_file(dir_ + "/d0.json")),
+         d1 = nlohmann::json::parse(test::read_file(dir_ + "/d1.json"));
+    EXPECT_EQ(d0["compare_step"], 150);  // same step
+    EXPECT_NE(d1["compare_step"], 150);  // the same progress of r4: another step on the right
+    EXPECT_GT(d1["compare_step"].get<int64_t>(), 0);
+    // Side by side: both runs' block maps at the top, each over its request list, the table of
+    // differences underneath.
+    auto panel = [&](const char* name) {
+        for (const auto& p : d1["panels"])
+            if (p["name"] == name) return p;
+        ADD_FAILURE() << "no panel " << name << " in " << d1.dump();
+        return nlohmann::json{{"x", 0}, {"y", 0}, {"w", 0}, {"h", 0}};
+    };
+    auto left = panel("Block pool"), right = panel("Block pool (right)");
+    auto left_requests = panel("Requests"), right_requests = panel("Requests (right)");
+    auto table = panel("Compare");
+    EXPECT_EQ(left["y"], right["y"]);
+    EXPECT_GE(right["x"].get<double>(), left["x"].get<double>() + left["w"].get<double>() - 1);
+    EXPECT_GT(left_requests["y"].get<double>(), left["y"].get<double>());
+    EXPECT_EQ(left_requests["y"], right_requests["y"]);
+    EXPECT_GT(table["y"].get<double>(), left_requests["y"].get<double>());
+    // The two block maps show different pools (paged vs contiguous at different steps).
+    Image whole = load_png(dir_ + "/whole.png");
+    ASSERT_GT(whole.w, 0);
+    const int lx = static_cast<int>(left["x"].get<double>()),
+              rx = static_cast<int>(right["x"].get<double>()),
+              y0 = static_cast<int>(left["y"].get<double>()) + 40,
+              y1 = static_cast<int>(left_requests["y"].get<double>()) - 4;
+    size_t differ = 0;
+    for (int y = y0; y < y1; ++y)
+        for (int x = 0; x < rx - lx; ++x)
+            differ += whole.at(lx + x, y) != whole.at(rx + x, y);
+    EXPECT_GT(differ, 2000u);
+}
+
+// `kvscope` alone: the pool and the queue of requests are there before anything runs.
+TEST_F(Gui, TheMainJobIsAliveFromTheFirstFrame) {
+    auto r = kvscope({"--frames", "20", "--screenshot", dir_ + "/main.png"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    Image main = load_png(dir_ + "/main.png");
+    ASSERT_EQ(main.w, 1600);
+    EXPECT_GE(distinct_colors(main, 0, 0, 1, 1), 40u);
+    std::string script = dir_ + "/s.txt";
+    test::write_file(script, "wait 2\ndump " + dir_ + "/d.json\nquit\n");
+    ASSERT_EQ(kvscope({"--script", script}).exit_code, 0);
+    auto d = nlohmann::json::parse(test::read_file(dir_ + "/d.json"));
+    std::string status = d["status_bar"];
+    EXPECT_NE(status.find("Paused before step 0"), std::string::npos) << status;
+    EXPECT_NE(status.find("24 not arrived"), std::string::npos) << status;
+    // The queue (24 requests) is listed with its prompts: many text colours in the Requests
+    // panel, and the block map (all free) has its cells.
+    EXPECT_GT(distinct_colors(main, 0.18f, 0.35f, 0.69f, 0.55f), 10u);
+    EXPECT_GT(distinct_colors(main, 0.18f, 0.05f, 0.69f, 0.3f), 5u);
+}
+
+// The status bar and the Controls panel say the same step and state at every moment.
+TEST_F(Gui, StatusBarAndControlsAgreeAsTheRunSteps) {
+    std::string script = dir_ + "/s.txt";
+    test::write_file(script, "wait 1\ndump " + dir_ + "/d0.json\nstep 1\nwait 2\ndump " + dir_ +
+                                 "/d1.json\nstep 58\nwait 2\ndump " + dir_ + "/d2.json\nquit\n");
+    ASSERT_EQ(kvscope({"gui", "--script", script}).exit_code, 0);
+    const char* expect[] = {"Paused before step 0", "Paused at step 0 of 0",
+                            "Paused at step 58 of 58"};
+    for (int i = 0; i < 3; ++i) {
+        auto d = nlohmann::json::parse(test::read_file(dir_ + "/d" + std::to_string(i) + ".json"));
+        std::string bar = d["status_bar"], controls = d["controls_status"];
+        EXPECT_EQ(bar, controls) << "dump " << i;
+        EXPECT_EQ(bar.rfind(expect[i], 0), 0u) << "dump " << i << ": " << bar;
+    }
+}
+
+// A replay opens where there is something to see: the first captured attention of a capture,
+// else the step with the most requests running (not the last, where all have finished).
+TEST_F(Gui, ReplayOpensWhereThereIsSomethingToSee) {
+    auto w = kvscope({"workload", "--requests", "8", "--seed", "2", "--out", dir_ + "/w.jsonl"});
+    ASSERT_EQ(w.exit_code, 0);
+    ASSERT_EQ(
+        kvscope({"run", "--workload", dir_ + "/w.jsonl", "--record", dir_ + "/r.kvs"}).exit_code,
+        0);
+    auto reader = SessionReader::open(dir_ + "/r.kvs");
+    ASSERT_TRUE(reader.ok());
+    int64_t busiest = -1;
+    int32_t most = -1;
+    for (const StepSummary& s : (*reader)->steps())
+        if (s.running > most) {
+            most = s.running;
+            busiest = s.step;
+        }
+    ASSERT_LT(busiest, (*reader)->last_step());
+    std::string script = dir_ + "/s.txt";
+    auto cursor_of = [&](std::vector<std::string> args) {
+        test::write_file(script, "wait 1\ndump " + dir_ + "/d.json\nquit\n");
+        args.insert(args.end(), {"--script", script});
+        auto r = kvscope(args);
+        EXPECT_EQ(r.exit_code, 0) << r.err;
+        return nlohmann::json::parse(test::read_file(dir_ + "/d.json"))["cursor"].get<int64_t>();
+    };
+    EXPECT_EQ(cursor_of({"replay", dir_ + "/r.kvs"}), busiest);
+    EXPECT_EQ(cursor_of({"replay", dir_ + "/r.kvs", "--step", "3"}), 3);
+    auto sample = SessionReader::open(*sample_);
+    ASSERT_TRUE(sample.ok());
+    auto first = (*sample)->first_attention_step();
+    ASSERT_TRUE(first.ok() && first.value().has_value());
+    EXPECT_EQ(cursor_of({"replay", *sample_}), *first.value());
+}
+
+// At the usual window sizes no panel cuts its content off: it fits, or the panel scrolls.
+TEST_F(Gui, NoPanelClipsItsContentAtCommonWindowSizes) {
+    auto w = kvscope({"workload", "--requests", "6", "--seed", "5", "--out", dir_ + "/w.jsonl"});
+    ASSERT_EQ(w.exit_code, 0);
+    for (const char* a : {"paged", "contiguous"})
+        ASSERT_EQ(kvscope({"run", "--workload", dir_ + "/w.jsonl", "--num-blocks", "32",
+                           "--allocator", a, "--record", dir_ + "/" + a + ".kvs"})
+                      .exit_code,
+                  0);
+    std::string script = dir_ + "/s.txt";
+    test::write_file(script, "wait 2\ndump " + dir_ +
+                                 "/d0.json\nstep 40\nselect-request 1\nwait 2\n"
+                                 "dump " +
+                                 dir_ + "/d1.json\nquit\n");
+    const std::vector<std::vector<std::string>> windows = {
+        {"gui"}, {"replay", *sample_}, {"compare", dir_ + "/paged.kvs", dir_ + "/contiguous.kvs"}};
+    for (const std::string size : {"1280x720", "1600x900", "1920x1080"}) {
+        std::string width = size.substr(0, size.find('x')),
+                    height = size.substr(size.find('x') + 1);
+        for (std::vector<std::string> args : windows) {
+            args.insert(args.end(), {"--width", width, "--height", height, "--script", script});
+            auto r = kvscope(args);
+            ASSERT_EQ(r.exit_code, 0) << r.err;
+            for (const char* dump : {"/d0.json", "/d1.json"}) {
+                auto d = nlohmann::json::parse(test::read_file(dir_ + dump));
+                EXPECT_EQ(d["width"], std::stoi(width));
+                EXPECT_GE(d["panels"].size(), 5u);
+                for (const auto& p : d["panels"]) {
+                    std::string where =
+                        size + " " + args[0] + dump + ": " + p["name"].get<std::string>();
+                    EXPECT_TRUE(p["content_w"].get<double>() <= p["inner_w"].get<double>() + 1 ||
+                                p["scrollbar_x"].get<bool>())
+                        << where << " is cut off on the right: " << p.dump();
+                    EXPECT_TRUE(p["content_h"].get<double>() <= p["inner_h"].get<double>() + 1 ||
+                                p["scrollbar_y"].get<bool>())
+                        << where << " is cut off at the bottom: " << p.dump();
+                }
+            }
+        }
+    }
 }
 
 // Token eviction policies come later; their events are already in the vocabulary, and the
