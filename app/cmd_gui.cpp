@@ -26,6 +26,8 @@ struct GuiOptions {
 };
 
 void add_window_flags(CLI::App& sub, ui::WindowOptions& w) {
+    // One group in --help and one row in the README's table of commands.
+    sub.option_defaults()->group("Window");
     sub.add_option("--screenshot", w.screenshot_path,
                    "Render, write the whole window to this PNG, exit");
     sub.add_option("--frames", w.frames, "Frames to render before the screenshot")
@@ -50,6 +52,7 @@ void add_window_flags(CLI::App& sub, ui::WindowOptions& w) {
     sub.add_option("--frame-stats", w.frame_stats_path,
                    "At exit, write per-frame times, draw calls and vertices (JSON) here");
     add_force_flag(sub, w.force);
+    sub.option_defaults()->group("Options");
 }
 
 // The demo the GUI opens with: a chat workload that shares prompts and fills the pool.

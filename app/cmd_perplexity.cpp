@@ -6,6 +6,7 @@
 
 #include "app/commands.h"
 #include "app/data_paths.h"
+#include "app/progress_line.h"
 #include "app/text_file.h"
 #include "engine/model_loader.h"
 #include "engine/perplexity.h"
@@ -37,7 +38,14 @@ int run_perplexity(const PerplexityOptions& o) {
     auto engine = Engine::create(model, eo);
     if (!engine) return fail(engine.error().message);
     auto t0 = std::chrono::steady_clock::now();
-    auto r = perplexity(**engine, tokens, o.ctx);
+    ProgressLine progress;
+    auto r = perplexity(**engine, tokens, o.ctx, [&](int32_t done, int32_t total) {
+        if (!progress.due() && done < total) return;
+        double s = progress.elapsed_seconds();
+        progress.show("chunk " + std::to_string(done) + " of " + std::to_string(total) +
+                      ", about " + format_duration(s / done * (total - done)) + " left");
+    });
+    progress.clear();
     if (!r) return fail(r.error().message);
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::fprintf(stderr, "kvscope: %zu tokens, %d chunks of %d, %lld scored, %.2f s\n",

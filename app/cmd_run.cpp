@@ -5,6 +5,7 @@
 
 #include "app/commands.h"
 #include "app/data_paths.h"
+#include "app/progress_line.h"
 #include "app/recording.h"
 #include "app/serving_flags.h"
 #include "base/output_file.h"
@@ -50,6 +51,28 @@ nlohmann::json summary_to_json(const ServingSummary& s) {
     return j;
 }
 
+// "step 120, 3 456 tokens, 1 234 tokens/s, 45 of 400 requests done, about 0:12 left".
+std::string run_progress(const Scheduler& scheduler, int64_t requests, const ProgressLine& line) {
+    int64_t done = 0, tokens = 0;
+    for (const Sequence& q : scheduler.sequences()) {
+        if (q.sample == 0)
+            done += q.state == SequenceState::kFinished || q.state == SequenceState::kRejected;
+        tokens += std::max(0, q.generated());
+    }
+    double seconds = line.elapsed_seconds();
+    std::string text = "step " + std::to_string(scheduler.current_step()) + ", " +
+                       std::to_string(tokens) + " tokens, " +
+                       std::to_string(static_cast<long long>(seconds > 0 ? tokens / seconds : 0)) +
+                       " tokens/s, " + std::to_string(done) + " of " + std::to_string(requests) +
+                       " requests done";
+    if (done > 0 && done < requests)
+        text += ", about " +
+                format_duration(seconds / static_cast<double>(done) *
+                                static_cast<double>(requests - done)) +
+                " left";
+    return text;
+}
+
 int run_serving(const RunOptions& o) {
     if (!o.record.empty() && o.record == o.summary_json)
         return fail("--record and --summary-json name the same file, " + o.record);
@@ -72,8 +95,13 @@ int run_serving(const RunOptions& o) {
     }
     auto serving = o.serving.serving_options(model->config);
     if (!serving) return fail(serving.error().message);
+    const auto total = static_cast<int64_t>(requests->size());
     Scheduler scheduler(**engine, serving.value(), std::move(requests).value());
-    ServingSummary s = scheduler.run_to_completion();
+    ProgressLine progress;
+    while (scheduler.step())
+        if (progress.due()) progress.show(run_progress(scheduler, total, progress));
+    progress.clear();
+    ServingSummary s = scheduler.summary();
     if (recorder && finish_recording(recorder, **engine) != 0) return 1;
     if (!scheduler.error().ok()) return fail(scheduler.error().error().message);
     for (const auto& [id, why] : s.rejected_reasons)

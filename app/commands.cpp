@@ -53,6 +53,7 @@ int run_cli(int argc, char** argv) {
     GuiCommands gui = register_gui(cli);
     commands.insert(commands.end(), gui.commands.begin(), gui.commands.end());
 #endif
+    commands.push_back(register_commands_table(cli));
     try {
         cli.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

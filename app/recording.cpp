@@ -5,6 +5,7 @@
 
 #include "app/commands.h"
 #include "app/data_paths.h"
+#include "app/progress_line.h"
 #include "base/terminal_text.h"
 
 namespace kvscope::app {
@@ -47,7 +48,13 @@ Result<std::unique_ptr<Recorder>> start_recording(const std::string& path, Engin
 
 int finish_recording(std::unique_ptr<Recorder>& recorder, Engine& engine) {
     engine.reporter().probe = nullptr;
+    // Closing indexes the attention rows and folds the log into the file: seconds for a big
+    // recording, which a terminal should not sit through in silence.
+    ProgressLine progress;
+    progress.show("finishing " + terminal_safe(recorder->path()) + " (" +
+                  std::to_string(recorder->events_written()) + " events)...");
     Status s = recorder->close();
+    progress.clear();
     if (!s) return fail("recording failed: " + s.error().message);
     std::error_code ec;
     auto bytes = std::filesystem::file_size(recorder->path(), ec);

@@ -6,8 +6,8 @@
 #   bench/decode_vs_llama2c.sh RUN_C_BINARY [MODEL] [TOKENIZER] [TOKENS] [REPEATS]
 set -euo pipefail
 run_c=${1:?path to llama2.c run binary (built with -O3 -fopenmp)}
-model=${2:-../shared/models/stories260K/stories260K.bin}
-tok=${3:-../shared/models/stories260K/tok512-placeholder.bin}
+model=${2:-${KVSCOPE_FIXTURES:-tests/fixtures}/stories260K/stories260K.bin}
+tok=${3:-${KVSCOPE_FIXTURES:-tests/fixtures}/stories260K/tok512-placeholder.bin}
 tokens=${4:-256}
 repeats=${5:-7}
 kvscope=${KVSCOPE:-build/kvscope}

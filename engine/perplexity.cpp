@@ -7,7 +7,8 @@
 namespace kvscope {
 
 Result<PerplexityResult> perplexity(Engine& engine, const std::vector<int32_t>& tokens,
-                                    int32_t n_ctx) {
+                                    int32_t n_ctx,
+                                    const std::function<void(int32_t, int32_t)>& on_chunk) {
     const ModelConfig& c = engine.config();
     if (n_ctx < 2 || n_ctx > c.context_length)
         return Error{"context " + std::to_string(n_ctx) + " must be in 2.." +
@@ -42,6 +43,7 @@ Result<PerplexityResult> perplexity(Engine& engine, const std::vector<int32_t>& 
             ++out.scored_tokens;
         }
         out.chunk_perplexity.push_back(std::exp(total / static_cast<double>(out.scored_tokens)));
+        if (on_chunk) on_chunk(k + 1, n_chunks);
     }
     out.chunks = n_chunks;
     out.mean_nll = total / static_cast<double>(out.scored_tokens);

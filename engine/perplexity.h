@@ -5,6 +5,7 @@
 // predictions in the second half of each chunk scored.
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "base/result.h"
@@ -22,7 +23,9 @@ struct PerplexityResult {
 
 // `tokens` must start with BOS. Errors when n_ctx is below 2 or beyond the model's context,
 // the stream is shorter than one chunk, or the pool cannot hold a chunk.
+// `on_chunk(done, total)` is called after each chunk (progress on a terminal).
 Result<PerplexityResult> perplexity(Engine& engine, const std::vector<int32_t>& tokens,
-                                    int32_t n_ctx);
+                                    int32_t n_ctx,
+                                    const std::function<void(int32_t, int32_t)>& on_chunk = {});
 
 }  // namespace kvscope

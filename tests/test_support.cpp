@@ -18,16 +18,24 @@ namespace fs = std::filesystem;
 
 namespace kvscope::test {
 
-std::optional<std::string> shared_file(const std::string& relative) {
-    const char* env = std::getenv("KVSCOPE_SHARED_DIR");
-    fs::path base = env ? fs::path(env) : fs::path(KVSCOPE_SHARED_DIR);
-    fs::path p = base / relative;
+std::string fixtures_dir() {
+    const char* env = std::getenv("KVSCOPE_FIXTURES");
+    return env && *env ? std::string(env) : std::string(KVSCOPE_FIXTURES);
+}
+
+std::optional<std::string> fixture_file(const std::string& relative) {
+    fs::path p = fs::path(fixtures_dir()) / relative;
     if (!fs::exists(p)) return std::nullopt;
     return p.string();
 }
 
 std::optional<std::string> stories260k() {
-    return shared_file("models/stories260K/stories260K.bin");
+    return fixture_file("stories260K/stories260K.bin");
+}
+
+std::string stories260k_missing() {
+    return "needs llama2.c's stories260K checkpoint at " + fixtures_dir() +
+           "/stories260K/stories260K.bin (set KVSCOPE_FIXTURES; README, 'Test fixtures')";
 }
 
 std::string bundled_model() {

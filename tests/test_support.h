@@ -7,10 +7,15 @@
 
 namespace kvscope::test {
 
-// Path of a file under ../shared (env KVSCOPE_SHARED_DIR overrides), or nullopt when absent.
-std::optional<std::string> shared_file(const std::string& relative);
-// Path of the stories260K fixture; tests GTEST_SKIP() with a message when it is nullopt.
+// Third-party fixtures (real weights, never committed) live in one folder: $KVSCOPE_FIXTURES
+// when set, else the folder CMake was given (-DKVSCOPE_FIXTURES, default tests/fixtures/).
+std::string fixtures_dir();
+// Path of a file in the fixtures folder, or nullopt when absent.
+std::optional<std::string> fixture_file(const std::string& relative);
+// Path of llama2.c's stories260K checkpoint (fixtures/stories260K/stories260K.bin).
 std::optional<std::string> stories260k();
+// Why a test that needs stories260K skips, for GTEST_SKIP().
+std::string stories260k_missing();
 // The bundled model (assets/models/kvscope-demo.gguf): part of the repository, always there.
 std::string bundled_model();
 // Path of a file in the source tree (e.g. "assets/models/kvscope-demo.gguf"), nullopt if absent.

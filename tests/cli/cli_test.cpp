@@ -1,5 +1,6 @@
 // The real binary, as a user meets it: output format, exit statuses, one-line errors.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -41,7 +42,7 @@ TEST(Cli, HelpOnEverySubcommandAndUnknownFlagsFail) {
 
 TEST(Cli, GeneratePrintIdsWritesOneLineOfIds) {
     auto model = test::stories260k();
-    if (!model) GTEST_SKIP() << "fixture ../shared/models/stories260K/stories260K.bin not found";
+    if (!model) GTEST_SKIP() << test::stories260k_missing();
     auto r = kvscope(
         {"generate", "--model", *model, "--print-ids", "--max-tokens", "20", "--threads", "1"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -84,7 +85,7 @@ TEST(Cli, BadInputGivesOneLineErrorAndStatus1Or2) {
 TEST(Cli, BadInputOnALlama2cCheckpoint) {
     std::string dir = test::temp_dir();
     auto stories = test::stories260k();
-    if (!stories) GTEST_SKIP() << "fixture ../shared/models/stories260K/stories260K.bin not found";
+    if (!stories) GTEST_SKIP() << test::stories260k_missing();
     expect_clean_failure(kvscope({"generate", "--model", *stories, "--prompt", "Once upon a time"}),
                          "no tokenizer", "text prompt without tokenizer");
     std::string bin = test::read_file(*stories);
@@ -218,6 +219,36 @@ TEST(Cli, PerplexityTellsTheCorpusFromShuffledWords) {
                          "text shorter than a chunk");
     expect_clean_failure(kvscope({"perplexity", "--file", dir + "/none.txt"}), "no such file",
                          "missing file");
+}
+
+}  // namespace
+}  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+// A long command shows one updating progress line on a terminal, and nothing of the kind in a
+// log or a pipe; text output ends with its newline.
+TEST(Cli, LongCommandsShowProgressOnATerminalOnly) {
+    std::string dir = test::temp_dir();
+    std::string w = dir + "/w.jsonl";
+    ASSERT_EQ(kvscope({"workload", "--requests", "12", "--out", w}).exit_code, 0);
+    auto piped = kvscope({"run", "--workload", w});
+    ASSERT_EQ(piped.exit_code, 0) << piped.err;
+    EXPECT_EQ(piped.err.find('\r'), std::string::npos) << piped.err;
+    EXPECT_EQ(piped.err.find('\x1b'), std::string::npos) << piped.err;
+    auto generated = kvscope({"generate", "--max-tokens", "5"});
+    ASSERT_EQ(generated.exit_code, 0);
+    ASSERT_FALSE(generated.out.empty());
+    EXPECT_EQ(generated.out.back(), '\n');
+    if (access("/usr/bin/script", X_OK) != 0) GTEST_SKIP() << "no script(1) here to make a tty";
+    // script(1) runs the command on a pseudo-terminal and copies what it shows.
+    auto tty = test::run_command({"/usr/bin/script", "-qefc",
+                                  test::kvscope_binary() + " run --workload " + w, "/dev/null"});
+    ASSERT_EQ(tty.exit_code, 0) << tty.out;
+    EXPECT_NE(tty.out.find("\rstep "), std::string::npos) << tty.out.substr(0, 400);
+    EXPECT_NE(tty.out.find("requests done"), std::string::npos);
+    EXPECT_NE(tty.out.find("requests            12"), std::string::npos);  // the summary follows
 }
 
 }  // namespace

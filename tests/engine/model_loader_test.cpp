@@ -848,7 +848,7 @@ TEST(FuzzRegression, TokenTypeOutsideInt32IsAnError) {
 
 TEST(ModelLoader, Stories260kLlama2cCheckpoint) {
     auto path = test::stories260k();
-    if (!path) GTEST_SKIP() << "fixture ../shared/models/stories260K/stories260K.bin not found";
+    if (!path) GTEST_SKIP() << test::stories260k_missing();
     auto m = load_model(*path);
     ASSERT_TRUE(m.ok()) << m.error().message;
     const ModelConfig& c = m->config;
@@ -883,7 +883,7 @@ TEST(ModelLoader, Stories260kLlama2cCheckpoint) {
 
 TEST(ModelLoader, Stories260kGreedyMatchesLlama2cRunC) {
     auto path = test::stories260k();
-    if (!path) GTEST_SKIP() << "fixture ../shared/models/stories260K/stories260K.bin not found";
+    if (!path) GTEST_SKIP() << test::stories260k_missing();
     auto want_text = test::source_file("tests/data/stories260k_greedy_bos_200.ids");
     ASSERT_TRUE(want_text);
     std::vector<int32_t> want;
