@@ -251,5 +251,28 @@ TEST(Cli, LongCommandsShowProgressOnATerminalOnly) {
     EXPECT_NE(tty.out.find("requests            12"), std::string::npos);  // the summary follows
 }
 
+// The README's table of commands is the command line's own: when a flag changes, this fails
+// until the table is regenerated (`kvscope commands-table`).
+TEST(Cli, ReadmeCommandsTableMatchesTheCommandLine) {
+    auto readme = test::source_file("README.md");
+    ASSERT_TRUE(readme);
+    std::string text = test::read_file(*readme);
+    const std::string begin = "<!-- commands:", end = "<!-- end of commands -->";
+    size_t b = text.find(begin), e = text.find(end);
+    ASSERT_TRUE(b != std::string::npos && e != std::string::npos) << "README lost its markers";
+    b = text.find("-->", b) + 4;  // past the opening comment and its newline
+    auto generated = kvscope({"commands-table"});
+    ASSERT_EQ(generated.exit_code, 0);
+    EXPECT_EQ(text.substr(b, e - b), generated.out)
+        << "README's Commands table is out of date: paste the output of `kvscope commands-table`";
+    // Every subcommand of --help is in it.
+    auto help = kvscope({"--help"});
+    for (const char* sub : {"generate", "run", "workload", "inspect", "check", "export",
+                            "tokenize", "perplexity", "gui", "replay", "compare"}) {
+        EXPECT_NE(help.out.find(std::string("  ") + sub), std::string::npos) << sub;
+        EXPECT_NE(generated.out.find(std::string("`kvscope ") + sub), std::string::npos) << sub;
+    }
+}
+
 }  // namespace
 }  // namespace kvscope
