@@ -5,13 +5,14 @@
 #   assets/screenshots/take.sh [KVSCOPE]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-kvscope=${1:-build/kvscope}
-shots=assets/screenshots
+kvscope=$(realpath "${1:-build/kvscope}")
+shots=$(realpath assets/screenshots)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export XDG_CONFIG_HOME=$work  # default layout and palette
 sample=assets/sessions/sample-chat.kvs
-win() { xvfb-run -a -s "-screen 0 1920x1080x24" "$kvscope" "$@" --width 1920 --height 1080; }
+# --force: the pictures are replaced on purpose.
+win() { xvfb-run -a -s "-screen 0 1920x1080x24" "$kvscope" "$@" --width 1920 --height 1080 --force; }
 
 cat > "$work/shots.txt" <<SCRIPT
 seek 300
@@ -41,5 +42,6 @@ for a in paged contiguous; do
   "$kvscope" run --workload "$work/chat.jsonl" --num-blocks 32 --allocator "$a" \
     --record "$work/$a.kvs" >/dev/null 2>&1
 done
-win compare "$work/paged.kvs" "$work/contiguous.kvs" --step 120 --screenshot "$shots/compare.png"
+# From their folder, so the picture names the files and not a temporary directory.
+(cd "$work" && win compare paged.kvs contiguous.kvs --step 120 --screenshot "$shots/compare.png")
 ls -la "$shots"

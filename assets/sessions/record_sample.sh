@@ -11,5 +11,5 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$kvscope" workload --kind chat --requests 6 --seed 5 --out "$work/chat.jsonl"
 "$kvscope" run --workload "$work/chat.jsonl" --num-blocks 32 --capture-attention "4:*" \
-  --record assets/sessions/sample-chat.kvs
+  --record assets/sessions/sample-chat.kvs --force
 "$kvscope" check assets/sessions/sample-chat.kvs
