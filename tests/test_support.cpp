@@ -75,6 +75,18 @@ std::string temp_dir() {
     return p.string();
 }
 
+namespace {
+// In a forked child: replaces the process with argv (no shell); 127 if it cannot.
+[[noreturn]] void exec_argv(const std::vector<std::string>& argv) {
+    std::vector<char*> args;
+    for (const auto& a : argv)
+        args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+}
+}  // namespace
+
 CommandResult run_command(const std::vector<std::string>& argv, int timeout_s,
                           const std::string& stdin_text) {
     CommandResult result;
@@ -88,12 +100,7 @@ CommandResult run_command(const std::vector<std::string>& argv, int timeout_s,
         close(in_pipe[1]);
         close(out_pipe[0]);
         close(err_pipe[0]);
-        std::vector<char*> args;
-        for (const auto& a : argv)
-            args.push_back(const_cast<char*>(a.c_str()));
-        args.push_back(nullptr);
-        execv(args[0], args.data());
-        _exit(127);
+        exec_argv(argv);
     }
     close(in_pipe[0]);
     close(out_pipe[1]);
@@ -154,12 +161,7 @@ int start_command(const std::vector<std::string>& argv) {
         dup2(devnull, 0);
         dup2(devnull, 1);
         dup2(devnull, 2);
-        std::vector<char*> args;
-        for (const auto& a : argv)
-            args.push_back(const_cast<char*>(a.c_str()));
-        args.push_back(nullptr);
-        execv(args[0], args.data());
-        _exit(127);
+        exec_argv(argv);
     }
     return pid;
 }

@@ -207,44 +207,48 @@ TEST_F(SessionFiles, AFinishedRecordingIsOneSelfContainedFile) {
 // Sessions that used to pass check and then show wrong values.
 TEST_F(SessionFiles, CheckAndInspectRefuseWhatWouldBeShownWrong) {
     std::string good = record(dir_);
-    auto copy = [&](const std::string& name) {
-        std::string p = dir_ + "/" + name;
-        std::filesystem::copy_file(good, p);
-        return p;
+    struct Case {
+        const char* name;
+        const char* damage;  // SQL run on a copy of the recording
+        std::vector<std::string> command;
+        const char* expect;  // in the one-line error
     };
-    // A pool wider than 32 bits read as 5 blocks ("pool: 0 blocks" for 2^32).
-    std::string wide = copy("wide.kvs");
-    sql(wide,
-        "UPDATE meta SET value = json_set(value, '$.num_blocks', 4294967301) WHERE "
-        "key = 'run'");
-    auto w = kvscope({"inspect", wide});
-    EXPECT_EQ(w.exit_code, 1);
-    EXPECT_NE(w.err.find("absurd pool dimensions (4294967301 blocks"), std::string::npos) << w.err;
-    // A step number past 2^53.
-    std::string far = copy("far.kvs");
-    sql(far,
-        "UPDATE step SET step = step + 18014398509481984 WHERE step = (SELECT max(step) FROM "
-        "step)");
-    auto f = kvscope({"check", far});
-    EXPECT_EQ(f.exit_code, 1);
-    EXPECT_NE(f.err.find("is outside 0..9007199254740992"), std::string::npos) << f.err;
-    // Events out of order: step 4 holds step 5's events again. check says where, and inspect
-    // refuses rather than print a state built from them.
-    std::string shuffled = copy("shuffled.kvs");
-    sql(shuffled,
-        "UPDATE step SET events = (SELECT events FROM step WHERE step = 5) WHERE step = 4");
-    auto c = kvscope({"check", shuffled});
-    EXPECT_EQ(c.exit_code, 1);
-    EXPECT_NE(c.err.find("events lost or reordered"), std::string::npos) << c.err;
-    auto i = kvscope({"inspect", shuffled, "--step", "8"});
-    EXPECT_EQ(i.exit_code, 1) << i.out;
-    EXPECT_NE(i.err.find("out of order or missing"), std::string::npos) << i.err;
-    // A block id outside the pool.
-    std::string stray = copy("stray.kvs");
-    sql(stray, "UPDATE meta SET value = json_set(value, '$.num_blocks', 2) WHERE key = 'run'");
-    auto s = kvscope({"check", stray});
-    EXPECT_EQ(s.exit_code, 1);
-    EXPECT_NE(s.err.find("the pool holds 2"), std::string::npos) << s.err;
+    const Case cases[] = {
+        // A pool wider than 32 bits was read as 5 blocks ("pool: 0 blocks" for 2^32).
+        {"wide",
+         "UPDATE meta SET value = json_set(value, '$.num_blocks', 4294967301) WHERE key = 'run'",
+         {"inspect"},
+         "absurd pool dimensions (4294967301 blocks"},
+        {"far",
+         "UPDATE step SET step = step + 18014398509481984 WHERE step = (SELECT max(step) FROM "
+         "step)",
+         {"check"},
+         "is outside 0..9007199254740992"},
+        // Step 4 holds step 5's events again: check says where, and inspect refuses rather than
+        // print a state built from them.
+        {"shuffled",
+         "UPDATE step SET events = (SELECT events FROM step WHERE step = 5) WHERE step = 4",
+         {"check"},
+         "events lost or reordered"},
+        {"shuffled", nullptr, {"inspect", "--step", "8"}, "out of order or missing"},
+        // A block id outside the pool.
+        {"stray",
+         "UPDATE meta SET value = json_set(value, '$.num_blocks', 2) WHERE key = 'run'",
+         {"check"},
+         "the pool holds 2"},
+    };
+    for (const Case& c : cases) {
+        std::string path = dir_ + "/" + c.name + ".kvs";
+        if (c.damage) {
+            std::filesystem::copy_file(good, path);
+            sql(path, c.damage);
+        }
+        std::vector<std::string> args = {c.command[0], path};
+        args.insert(args.end(), c.command.begin() + 1, c.command.end());
+        auto r = kvscope(args);
+        EXPECT_EQ(r.exit_code, 1) << c.name << " " << c.command[0] << ": " << r.out;
+        EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.name << ": " << r.err;
+    }
 }
 
 // Attention rows of the wrong length were dropped without a word by the summary and the heatmap.
