@@ -263,10 +263,11 @@ void Recorder::writer_loop() {
         batch.clear();
         // The main file follows the log about once a second, so a copy of it taken alone (no
         // -wal) mid-run is a session that lags by that much rather than an empty one. A failed
-        // checkpoint loses nothing (the log still has it) and the next write reports the disk.
+        // checkpoint loses nothing (the log still has it), but it is the first sign of a full
+        // disk: it stops the recording like any failed write.
         auto now = std::chrono::steady_clock::now();
         if (s.ok() && !failed_before && now - last_checkpoint > std::chrono::seconds(1)) {
-            (void)db_->db.exec("PRAGMA wal_checkpoint(PASSIVE)");
+            s = db_->db.exec("PRAGMA wal_checkpoint(PASSIVE)");
             last_checkpoint = now;
         }
         std::lock_guard lock(mutex_);
