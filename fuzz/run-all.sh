@@ -38,7 +38,7 @@ for t in "${targets[@]}"; do
   set -e
   runs=$(grep -oE 'Done [0-9]+ runs in [0-9]+ second' "$log" | tail -1 || true)
   cov=$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$log" | tail -1 || true)
-  found=$(ls fuzz/corpus-run/$t-crash-* 2>/dev/null | wc -l)
+  found=$(find fuzz/corpus-run -maxdepth 1 -name "$t-crash-*" | wc -l)
   printf '%-9s %s; %s; %s\n' "$t" "${runs:-no runs (see $log)}" "${cov:-no coverage}" \
     "$([ "$found" -eq 0 ] && [ $rc -eq 0 ] && echo clean || echo "FOUND $found input(s), exit $rc: $log")"
   if [ "$found" -ne 0 ] || [ $rc -ne 0 ]; then status=1; fi

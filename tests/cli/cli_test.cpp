@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -243,8 +244,8 @@ TEST(Cli, LongCommandsShowProgressOnATerminalOnly) {
     EXPECT_EQ(generated.out.back(), '\n');
     if (access("/usr/bin/script", X_OK) != 0) GTEST_SKIP() << "no script(1) here to make a tty";
     // script(1) runs the command on a pseudo-terminal and copies what it shows.
-    auto tty = test::run_command({"/usr/bin/script", "-qefc",
-                                  test::kvscope_binary() + " run --workload " + w, "/dev/null"});
+    auto tty = test::run_command(
+        {"/usr/bin/script", "-qefc", test::kvscope_binary() + " run --workload " + w, "/dev/null"});
     ASSERT_EQ(tty.exit_code, 0) << tty.out;
     EXPECT_NE(tty.out.find("\rstep "), std::string::npos) << tty.out.substr(0, 400);
     EXPECT_NE(tty.out.find("requests done"), std::string::npos);
@@ -267,11 +268,42 @@ TEST(Cli, ReadmeCommandsTableMatchesTheCommandLine) {
         << "README's Commands table is out of date: paste the output of `kvscope commands-table`";
     // Every subcommand of --help is in it.
     auto help = kvscope({"--help"});
-    for (const char* sub : {"generate", "run", "workload", "inspect", "check", "export",
-                            "tokenize", "perplexity", "gui", "replay", "compare"}) {
+    for (const char* sub : {"generate", "run", "workload", "inspect", "check", "export", "tokenize",
+                            "perplexity", "gui", "replay", "compare"}) {
         EXPECT_NE(help.out.find(std::string("  ") + sub), std::string::npos) << sub;
         EXPECT_NE(generated.out.find(std::string("`kvscope ") + sub), std::string::npos) << sub;
     }
+}
+
+TEST(Cli, VersionSaysWhatWasBuilt) {
+    auto r = kvscope({"--version"});
+    EXPECT_EQ(r.exit_code, 0);
+    EXPECT_EQ(r.out.rfind("kvscope 0.", 0), 0u) << r.out;
+    EXPECT_NE(r.out.find("backends: cpu"), std::string::npos) << r.out;
+}
+
+// `cmake --install` puts the binary, the bundled model and the sample session in the usual
+// layout, and the installed kvscope finds them relative to itself from any directory.
+TEST(Cli, AnInstalledCopyFindsItsDataFromAnywhere) {
+    std::string prefix = test::temp_dir() + "/prefix";
+    std::string build = std::filesystem::path(test::kvscope_binary()).parent_path().string();
+    auto install =
+        test::run_command({"/usr/bin/env", "cmake", "--install", build, "--prefix", prefix});
+    ASSERT_EQ(install.exit_code, 0) << install.out << install.err;
+    for (const char* f : {"bin/kvscope", "share/kvscope/models/kvscope-demo.gguf",
+                          "share/kvscope/sessions/sample-chat.kvs", "share/doc/kvscope/README.md",
+                          "share/doc/kvscope/docs/ARCHITECTURE.md"})
+        EXPECT_TRUE(std::filesystem::exists(prefix + "/" + f)) << f;
+    auto r = test::run_command({"/bin/sh", "-c",
+                                "cd / && exec \"$0\" generate --prompt 'In the beginning' "
+                                "--max-tokens 4",
+                                prefix + "/bin/kvscope"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find(prefix + "/share/kvscope/models/kvscope-demo.gguf"), std::string::npos)
+        << r.err;
+    auto check = test::run_command(
+        {prefix + "/bin/kvscope", "check", prefix + "/share/kvscope/sessions/sample-chat.kvs"});
+    EXPECT_EQ(check.exit_code, 0) << check.err;
 }
 
 }  // namespace
