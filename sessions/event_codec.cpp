@@ -20,7 +20,10 @@ void EventEncoder::clear() {
 void EventEncoder::add(const Event& e) {
     uint16_t mask = 0;
     uint64_t seq_delta = e.seq_no - prev_seq_;
-    int64_t t_delta = e.t_ns - prev_t_;
+    // Deltas wrap (two's complement), in the encoder and the decoder alike, so any timestamp
+    // round-trips and no input can overflow a signed add.
+    auto t_delta =
+        static_cast<int64_t>(static_cast<uint64_t>(e.t_ns) - static_cast<uint64_t>(prev_t_));
     if (seq_delta != 0) mask |= 1u << 0;
     if (t_delta != 0) mask |= 1u << 1;
     if (e.request != -1) mask |= 1u << 2;
@@ -89,7 +92,7 @@ bool decode_events(const uint8_t* data, size_t size, int32_t run, int64_t step,
         }
         if (mask & (1u << 1)) {
             if (!c.get_signed(s)) break;
-            t += s;
+            t = static_cast<int64_t>(static_cast<uint64_t>(t) + static_cast<uint64_t>(s));
         }
         e.seq_no = seq;
         e.t_ns = t;
