@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
-#include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "sessions/legacy_keyframe.h"
 #include "sessions/varint.h"
 
 namespace kvscope {
@@ -153,8 +153,6 @@ int32_t TimelineState::blocks_cached() const {
 }
 
 namespace {
-using json = nlohmann::json;
-
 // Keyframe layout (all integers varints, signed ones zigzag; see varint.h):
 //   "KVKF" u8 version(2)
 //   step, last_seq, num_blocks
@@ -178,8 +176,6 @@ struct StringTable {
     }
 };
 
-std::optional<TimelineState> deserialize_cbor(const std::vector<uint8_t>& bytes,
-                                              const RunInfo& info, std::string& error);
 }  // namespace
 
 std::vector<uint8_t> TimelineState::serialize() const {
@@ -247,7 +243,7 @@ std::vector<uint8_t> TimelineState::serialize() const {
 std::optional<TimelineState> TimelineState::deserialize(const std::vector<uint8_t>& bytes,
                                                         const RunInfo& info, std::string& error) {
     if (bytes.size() < 5 || std::memcmp(bytes.data(), kKeyframeMagic, 4) != 0)
-        return deserialize_cbor(bytes, info, error);
+        return deserialize_cbor_keyframe(bytes, info, error);
     if (bytes[4] != kKeyframeVersion) {
         error = "keyframe has an unknown version " + std::to_string(bytes[4]);
         return std::nullopt;
@@ -359,114 +355,6 @@ std::optional<TimelineState> TimelineState::deserialize(const std::vector<uint8_
     if (in.p != in.end) return fail("trailing bytes");
     return s;
 }
-
-namespace {
-// Keyframes of files recorded before the binary form (CBOR through nlohmann::json).
-// nlohmann's DOM builder with a nesting limit: its CBOR reader recurses once per level, and a
-// blob of 200 000 nested one-element arrays overflowed the stack. A real keyframe nests 4 deep.
-class DepthLimitedCbor : public nlohmann::detail::json_sax_dom_parser<json> {
-  public:
-    static constexpr int kMaxDepth = 16;
-    explicit DepthLimitedCbor(json& root) : json_sax_dom_parser(root, false) {}
-    bool start_object(std::size_t n) {
-        return ++depth_ <= kMaxDepth && json_sax_dom_parser::start_object(n);
-    }
-    bool start_array(std::size_t n) {
-        return ++depth_ <= kMaxDepth && json_sax_dom_parser::start_array(n);
-    }
-    bool end_object() {
-        --depth_;
-        return json_sax_dom_parser::end_object();
-    }
-    bool end_array() {
-        --depth_;
-        return json_sax_dom_parser::end_array();
-    }
-    bool too_deep() const { return depth_ > kMaxDepth; }
-
-  private:
-    int depth_ = 0;
-};
-
-std::optional<TimelineState> deserialize_cbor(const std::vector<uint8_t>& bytes,
-                                              const RunInfo& run_info, std::string& error) {
-    json j;
-    bool parsed = false, too_deep = false;
-    try {
-        // nlohmann throws for some malformed input (absurd container sizes) even when told not to.
-        DepthLimitedCbor sax(j);
-        parsed =
-            json::sax_parse(bytes, &sax, json::input_format_t::cbor, true) && !sax.is_errored();
-        too_deep = sax.too_deep();
-    } catch (const std::exception&) {
-        parsed = false;
-    }
-    if (too_deep) {
-        error =
-            "keyframe nests deeper than " + std::to_string(DepthLimitedCbor::kMaxDepth) + " levels";
-        return std::nullopt;
-    }
-    if (!parsed || !j.is_object()) {
-        error = "keyframe is not valid CBOR";
-        return std::nullopt;
-    }
-    try {
-        if (j.at("v").get<int>() != 1) {
-            error = "keyframe has an unknown version";
-            return std::nullopt;
-        }
-        const json& nb = j.at("nb");
-        if (!nb.is_number_integer() || nb.get<int64_t>() != run_info.num_blocks) {
-            error = "keyframe describes " + nb.dump() + " blocks, the session " +
-                    std::to_string(run_info.num_blocks);
-            return std::nullopt;
-        }
-        TimelineState s(run_info);
-        s.step = j.at("step").get<int64_t>();
-        s.last_seq_no = j.at("seq").get<uint64_t>();
-        const json& bl = j.at("blocks");
-        if (!bl.is_array() || bl.size() != s.blocks.size()) {
-            error = "keyframe block list does not match the pool size";
-            return std::nullopt;
-        }
-        for (size_t i = 0; i < bl.size(); ++i) {
-            if (bl[i].is_null()) continue;
-            BlockState& b = s.blocks[i];
-            b.refcount = bl[i].at(0).get<int32_t>();
-            b.owners = bl[i].at(1).get<std::vector<int32_t>>();
-            if (!bl[i].at(2).is_null()) b.hash = bl[i].at(2).get<uint64_t>();
-            b.alloc_step = bl[i].at(3).get<int64_t>();
-            b.alloc_owner = bl[i].at(4).get<int32_t>();
-        }
-        for (const json& r : j.at("requests")) {
-            RequestState q;
-            q.index = r.at(0).get<int32_t>();
-            q.name = r.at(1).get<std::string>();
-            int phase = r.at(2).get<int>();
-            if (phase < 0 || phase > static_cast<int>(RequestPhase::kRejected)) {
-                error = "keyframe has an unknown request state";
-                return std::nullopt;
-            }
-            q.phase = static_cast<RequestPhase>(phase);
-            q.prompt_len = r.at(3).get<int32_t>();
-            q.max_tokens = r.at(4).get<int32_t>();
-            q.block_table = r.at(5).get<std::vector<int32_t>>();
-            q.token_ids = r.at(6).get<std::vector<int32_t>>();
-            q.token_text = r.at(7).get<std::vector<std::string>>();
-            q.preemptions = r.at(8).get<int32_t>();
-            q.arrival_step = r.at(9).get<int64_t>();
-            q.finish_step = r.at(10).get<int64_t>();
-            s.requests[q.index] = std::move(q);
-        }
-        s.metrics = j.at("metrics").get<std::map<std::string, double>>();
-        return s;
-    } catch (const std::exception& ex) {
-        error = std::string("keyframe is malformed: ") + ex.what();
-        return std::nullopt;
-    }
-}
-
-}  // namespace
 
 bool TimelineState::operator==(const TimelineState& o) const {
     auto same_blocks = [&] {

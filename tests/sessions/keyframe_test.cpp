@@ -7,6 +7,7 @@
 #include <random>
 
 #include "sessions/event_codec.h"
+#include "sessions/legacy_keyframe.h"
 #include "sessions/timeline_state.h"
 #include "sessions/varint.h"
 #include "test_support.h"
@@ -157,7 +158,7 @@ TEST(Keyframe, DeeplyNestedCborIsRefusedWithoutOverflowingTheStack) {
     RunInfo info;
     info.num_blocks = 64;
     EXPECT_FALSE(TimelineState::deserialize(nested, info, error));
-    EXPECT_NE(error.find("nests deeper"), std::string::npos) << error;
+    EXPECT_NE(error.find("nested deeper"), std::string::npos) << error;
     // The same inside a map, as a keyframe's fields would be.
     std::vector<uint8_t> in_map(3 + nested.size());
     in_map[0] = 0xa1;  // a map of one pair, key "v"
@@ -165,7 +166,40 @@ TEST(Keyframe, DeeplyNestedCborIsRefusedWithoutOverflowingTheStack) {
     in_map[2] = 'v';
     std::copy(nested.begin(), nested.end(), in_map.begin() + 3);
     EXPECT_FALSE(TimelineState::deserialize(in_map, info, error));
-    EXPECT_NE(error.find("nests deeper"), std::string::npos) << error;
+    EXPECT_NE(error.find("nested deeper"), std::string::npos) << error;
+}
+
+// The structural check older (CBOR) keyframes go through before nlohmann reads them.
+TEST(Keyframe, CborIsCheckedIterativelyBeforeItIsParsed) {
+    std::string error;
+    nlohmann::json j = {{"v", 1}, {"a", {1, 2, {3, nullptr, "x"}}}, {"f", 0.5}, {"b", true}};
+    EXPECT_TRUE(cbor_is_plain(nlohmann::json::to_cbor(j), 8, error)) << error;
+    // An indefinite array, an indefinite text string of two chunks.
+    EXPECT_TRUE(cbor_is_plain({0x9f, 0x01, 0x7f, 0x61, 'a', 0x61, 'b', 0xff, 0xff}, 8, error))
+        << error;
+    struct Bad {
+        std::vector<uint8_t> bytes;
+        const char* expect;
+    };
+    for (const Bad& b : {
+             // Indefinite byte strings nested as chunks: what overflowed nlohmann's stack.
+             Bad{{0x5f, 0x5f, 0x5f, 0x41, 0x00, 0xff, 0xff, 0xff}, "not a string"},
+             Bad{{0xc1, 0x00}, "tags"},
+             Bad{{0x83, 0x01, 0x02}, "more items than bytes"},
+             Bad{{0x82, 0x19, 0x01}, "truncated"},
+             Bad{{0xbb, 0, 0, 0, 1, 0, 0, 0, 0, 0x01}, "more items than bytes"},
+             Bad{{0x01, 0x02}, "bytes after"},
+             Bad{{0xff}, "a break outside"},
+             Bad{{0x5c}, "reserved"},
+             Bad{{0x1f}, "indefinite length on a number"},
+             Bad{{0x82, 0x82, 0x82, 0x82, 0x82, 0x82, 0x82, 0x82, 0x82, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                  0},
+                 "nested deeper"},
+         }) {
+        error.clear();
+        EXPECT_FALSE(cbor_is_plain(b.bytes, 8, error)) << b.expect;
+        EXPECT_NE(error.find(b.expect), std::string::npos) << error;
+    }
 }
 
 // A 15-byte keyframe claiming 2^26 blocks made check and inspect allocate 4.2 GB before
