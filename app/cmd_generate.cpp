@@ -5,6 +5,7 @@
 
 #include "app/commands.h"
 #include "app/data_paths.h"
+#include "app/eviction_flags.h"
 #include "app/prompt_tokens.h"
 #include "app/recording.h"
 #include "base/terminal_text.h"
@@ -30,9 +31,11 @@ struct GenerateOptions {
     std::string record;
     bool force = false;
     std::string capture_attention;
+    EvictionFlags eviction;
 };
 
 int run_generate(const GenerateOptions& o) {
+    if (auto e = o.eviction.options(); !e) return usage_error(e.error().message);
     if (check_output(o.record, o.force, {o.model})) return 1;
     auto loaded = load_model(o.model);
     if (!loaded) return fail(loaded.error().message);
@@ -54,6 +57,9 @@ int run_generate(const GenerateOptions& o) {
     auto capture = parse_attention_spec(o.capture_attention, model->config);
     if (!capture) return fail(capture.error().message);
     req.capture_attention = capture.value();
+    auto evictor = o.eviction.evictor(model->config.n_layers);
+    if (!evictor) return fail(evictor.error().message);
+    req.evictor = std::move(evictor).value();
 
     std::unique_ptr<Recorder> recorder;
     if (!o.record.empty()) {
@@ -95,6 +101,9 @@ int run_generate(const GenerateOptions& o) {
                  (*engine)->options().threads, o.block_size, s.prompt_tokens,
                  s.prefill_seconds * 1e3, s.generated_tokens,
                  s.stopped_by_eos ? " (stopped at end token)" : "", decode_tps);
+    if (req.evictor)
+        std::fprintf(stderr, "kvscope: %s evicted %lld tokens over every layer and KV head\n",
+                     o.eviction.policy.c_str(), static_cast<long long>(s.tokens_evicted));
     return 0;
 }
 }  // namespace
@@ -126,6 +135,7 @@ Command register_generate(CLI::App& cli) {
     add_force_flag(*sub, o->force);
     sub->add_option("--capture-attention", o->capture_attention,
                     "Record attention rows: all | none | LAYER:HEAD,... ('*' for any)");
+    add_eviction_flags(*sub, o->eviction);
     sub->get_option("--prompt")->excludes("--prompt-ids");
     return {sub, [o] { return resolve_model(o->model) ? 1 : run_generate(*o); }};
 }

@@ -44,6 +44,7 @@ nlohmann::json summary_to_json(const ServingSummary& s) {
     j["preemptions"] = s.preemptions;
     j["swaps_out"] = s.swaps_out;
     j["cow_copies"] = s.cow_copies;
+    j["tokens_evicted"] = s.tokens_evicted;
     j["max_running"] = s.max_running;
     j["schedule_seconds"] = s.schedule_seconds;
     j["forward_seconds"] = s.forward_seconds;
@@ -60,11 +61,10 @@ std::string run_progress(const Scheduler& scheduler, int64_t requests, const Pro
         tokens += std::max(0, q.generated());
     }
     double seconds = line.elapsed_seconds();
-    std::string text = "step " + std::to_string(scheduler.current_step()) + ", " +
-                       std::to_string(tokens) + " tokens, " +
-                       std::to_string(static_cast<long long>(seconds > 0 ? tokens / seconds : 0)) +
-                       " tokens/s, " + std::to_string(done) + " of " + std::to_string(requests) +
-                       " requests done";
+    std::string text =
+        "step " + std::to_string(scheduler.current_step()) + ", " + std::to_string(tokens) +
+        " tokens, " + std::to_string(static_cast<long long>(seconds > 0 ? tokens / seconds : 0)) +
+        " tokens/s, " + std::to_string(done) + " of " + std::to_string(requests) + " requests done";
     if (done > 0 && done < requests)
         text += ", about " +
                 format_duration(seconds / static_cast<double>(done) *
@@ -74,6 +74,11 @@ std::string run_progress(const Scheduler& scheduler, int64_t requests, const Pro
 }
 
 int run_serving(const RunOptions& o) {
+    if (auto e = o.serving.eviction.options(); !e) return usage_error(e.error().message);
+    if (o.serving.eviction.policy != "none" && o.serving.allocator == "contiguous")
+        return usage_error("--policy " + o.serving.eviction.policy +
+                           " needs the paged allocator: a contiguous reservation has no blocks "
+                           "to give back");
     if (!o.record.empty() && o.record == o.summary_json)
         return fail("--record and --summary-json name the same file, " + o.record);
     for (const std::string& out : {o.record, o.summary_json})
@@ -131,6 +136,9 @@ int run_serving(const RunOptions& o) {
         static_cast<long long>(s.prefill_tokens_computed));
     std::printf("preemptions         %d (%d by swap)\n", s.preemptions, s.swaps_out);
     std::printf("copy-on-write       %lld blocks\n", static_cast<long long>(s.cow_copies));
+    if (o.serving.eviction.policy != "none")
+        std::printf("tokens evicted      %lld (%s, every layer and KV head)\n",
+                    static_cast<long long>(s.tokens_evicted), o.serving.eviction.policy.c_str());
     double overhead = s.seconds > 0 ? s.schedule_seconds / s.seconds : 0.0;
     std::printf("scheduler overhead  %.2f%% of step time\n", 100 * overhead);
     if (!o.summary_json.empty()) {

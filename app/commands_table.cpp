@@ -14,10 +14,9 @@ constexpr const char* kWindowGroup = "Window";
 // What follows an option in the table: FILE, N, X, a|b, or nothing for a flag.
 std::string placeholder(const CLI::Option& opt) {
     if (opt.get_items_expected_max() == 0) return "";  // a flag
-    static const char* const kFiles[] = {"--model",        "--workload", "--record",
-                                         "--summary-json", "--out",      "--file",
-                                         "--screenshot",   "--script",   "--frame-stats",
-                                         "--record-path"};
+    static const char* const kFiles[] = {
+        "--model", "--workload",   "--record", "--summary-json", "--out",
+        "--file",  "--screenshot", "--script", "--frame-stats",  "--record-path"};
     for (const char* f : kFiles)
         if (opt.get_name() == f) return "FILE";
     std::string type = opt.get_type_name();
@@ -48,9 +47,9 @@ std::string usage(const CLI::App& sub, bool skip_window_group) {
         }
         out += " " + (opt->get_required() ? item : "[" + item + "]");
     }
-    bool has_window = !sub.get_options([](const CLI::Option* o) {
-                              return o->get_group() == kWindowGroup;
-                          }).empty();
+    bool has_window =
+        !sub.get_options([](const CLI::Option* o) { return o->get_group() == kWindowGroup; })
+             .empty();
     if (skip_window_group && has_window) out += " [window options]";
     return out;
 }

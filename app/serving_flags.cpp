@@ -25,6 +25,13 @@ Result<ServingOptions> ServingFlags::serving_options(const ModelConfig& config) 
     s.prefix_cache = prefix_cache == "on";
     s.preempt = preempt == "swap" ? PreemptMode::kSwap : PreemptMode::kRecompute;
     s.swap_blocks = swap_blocks;
+    auto evictor = eviction.evictor(config.n_layers);
+    if (!evictor) return evictor.error();
+    s.evictor = std::move(evictor).value();
+    if (s.evictor && s.allocator == Allocator::kContiguous)
+        return Error{"--policy " + eviction.policy +
+                     " needs the paged allocator: a contiguous reservation has no blocks to give "
+                     "back"};
     return s;
 }
 
@@ -36,7 +43,12 @@ std::string ServingFlags::to_json() const {
                           {"allocator", allocator},
                           {"prefix_cache", prefix_cache},
                           {"preempt", preempt},
-                          {"swap_blocks", swap_blocks}}
+                          {"swap_blocks", swap_blocks},
+                          {"policy", eviction.policy},
+                          {"kv_budget", eviction.kv_budget},
+                          {"sinks", eviction.sinks},
+                          {"window", eviction.window},
+                          {"layer_budget", eviction.layer_budget}}
         .dump();
 }
 
@@ -72,6 +84,7 @@ void add_serving_flags(CLI::App& sub, ServingFlags& f) {
     sub.add_option("--threads", f.threads, "Worker threads (0 = all cores)")
         ->check(CLI::Range(0, 1024))
         ->capture_default_str();
+    add_eviction_flags(sub, f.eviction);
 }
 
 }  // namespace kvscope::app

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "app/eviction_flags.h"
 #include "engine/engine.h"
 #include "engine/scheduler.h"
 
@@ -21,6 +22,7 @@ struct ServingFlags {
     int32_t swap_blocks = 0;
     int32_t threads = 0;
     std::string capture_attention = "none";
+    EvictionFlags eviction;
 
     EngineOptions engine_options() const;
     // Needs the model to resolve --capture-attention.

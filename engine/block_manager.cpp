@@ -96,10 +96,19 @@ void BlockManager::fork(const BlockTable& src, BlockTable& dst, int32_t new_owne
 void BlockManager::free(BlockTable& table, int32_t owner) {
     for (size_t i = 0; i < table.blocks.size(); ++i) {
         BlockId b = table.blocks[i];
+        if (b < 0) continue;  // already given back (token eviction)
         pool_.release(b);
         report(EventKind::kBlockFree, owner, b, static_cast<int32_t>(i), pool_.refcount(b));
     }
     table = BlockTable{};
+}
+
+void BlockManager::release_block(BlockTable& table, int32_t logical, int32_t owner) {
+    BlockId& b = table.blocks[static_cast<size_t>(logical)];
+    if (b < 0) return;
+    pool_.release(b);
+    report(EventKind::kBlockFree, owner, b, logical, pool_.refcount(b));
+    b = -1;
 }
 
 BlockHash BlockManager::chain_hash(BlockHash parent, const int32_t* tokens, int32_t count) {
@@ -188,6 +197,7 @@ std::string BlockManager::check_invariants(const std::vector<const BlockTable*>&
         if (t->contiguous ? held < need : held != need)
             err << "table with " << t->num_tokens << " tokens holds " << held << " blocks; ";
         for (BlockId b : t->blocks) {
+            if (b == -1) continue;  // given back after token eviction
             if (b < 0 || b >= pool_.num_blocks()) {
                 err << "block id " << b << " out of range; ";
                 continue;

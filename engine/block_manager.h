@@ -18,8 +18,8 @@ class KvCacheStorage;
 
 // logical block i of a sequence holds its tokens [i * block_size, (i + 1) * block_size).
 struct BlockTable {
-    std::vector<BlockId> blocks;
-    int32_t num_tokens = 0;  // tokens whose K/V are (or are about to be) stored
+    std::vector<BlockId> blocks;  // -1: a block given back after token eviction emptied it
+    int32_t num_tokens = 0;       // tokens whose K/V are (or are about to be) stored
     // Contiguous reservation: `blocks` is one run of ids reserved up front; it may hold more
     // blocks than num_tokens needs.
     bool contiguous = false;
@@ -53,6 +53,9 @@ class BlockManager {
     void fork(const BlockTable& src, BlockTable& dst, int32_t new_owner = -1);
     // Releases every block; the table ends empty. Full blocks with a hash stay cached.
     void free(BlockTable& table, int32_t owner = -1);
+    // Gives back one block of the table (token eviction emptied it), leaving a hole (-1) at
+    // `logical`: later slots keep their places.
+    void release_block(BlockTable& table, int32_t logical, int32_t owner = -1);
 
     // Prefix caching. Finds the longest run of cached full blocks matching the start of
     // `tokens` (leaving at least one token to compute, whose logits are needed) and makes the

@@ -4,8 +4,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "engine/cpu_ops.h"
+#include "engine/kv_eviction.h"
 #include "engine/thread_pool.h"
 
 namespace kvscope {
@@ -64,15 +66,23 @@ Status CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
     hb2_.resize(N * c.hidden_dim);
     row_pos_.resize(N);
     row_chunk_.resize(N);
+    row_slot_.resize(N);
 
     size_t row = 0;
+    bool any_lanes = false;
     for (size_t ci = 0; ci < batch.chunks.size(); ++ci) {
         const SequenceChunk& ch = batch.chunks[ci];
+        // With lanes the chunk's tokens take the slots after those in use (the scheduler has
+        // appended them to the lanes already).
+        int32_t first_slot = ch.lanes ? ch.lanes->slots - ch.num_tokens : ch.start_pos;
+        any_lanes |= ch.lanes != nullptr;
         for (int32_t i = 0; i < ch.num_tokens; ++i, ++row) {
             row_pos_[row] = ch.start_pos + i;
+            row_slot_[row] = first_slot + i;
             row_chunk_[row] = static_cast<int32_t>(ci);
         }
     }
+    if (any_lanes) row_stats_.assign(N * static_cast<size_t>(c.n_kv_heads), {});
 
     for (int r = 0; r < n; ++r)
         std::memcpy(&x_[static_cast<size_t>(r) * c.dim],
@@ -119,17 +129,24 @@ Status CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
             for (int h = 0; h < c.n_kv_heads; ++h)
                 rope(&k_[static_cast<size_t>(r) * c.kv_dim() + static_cast<size_t>(h) * c.head_dim],
                      c.head_dim, pos, inv_freq_.data(), c.rope_style);
-            const BlockTable& table =
-                *batch.chunks[static_cast<size_t>(row_chunk_[static_cast<size_t>(r)])].table;
-            BlockId block = table.blocks[static_cast<size_t>(pos / kv_.block_size())];
-            int slot = pos % kv_.block_size();
-            std::memcpy(kv_.key(l, block, slot), &k_[static_cast<size_t>(r) * c.kv_dim()],
+            const SequenceChunk& chunk =
+                batch.chunks[static_cast<size_t>(row_chunk_[static_cast<size_t>(r)])];
+            const int at = row_slot_[static_cast<size_t>(r)];
+            BlockId block = chunk.table->blocks[static_cast<size_t>(at / kv_.block_size())];
+            int slot = at % kv_.block_size();
+            const float* kr = &k_[static_cast<size_t>(r) * c.kv_dim()];
+            std::memcpy(kv_.key(l, block, slot), kr,
                         sizeof(float) * static_cast<size_t>(c.kv_dim()));
             std::memcpy(kv_.value(l, block, slot), &v_[static_cast<size_t>(r) * c.kv_dim()],
                         sizeof(float) * static_cast<size_t>(c.kv_dim()));
+            if (chunk.lanes && chunk.lanes->want_key_norm)
+                for (int h = 0; h < c.n_kv_heads; ++h)
+                    chunk.lanes->lane(l, h).key_norm[static_cast<size_t>(at)] =
+                        std::sqrt(dot(kr + h * c.head_dim, kr + h * c.head_dim, c.head_dim));
         }
 
         attention(batch, l);
+        if (any_lanes) gather_lane_stats(batch, l);
 
         matmul(pool_, att_.data(), n, w.wo, xb_.data());
         for (size_t i = 0; i < N * c.dim; ++i)
@@ -181,46 +198,70 @@ void CpuForward::attention(const ForwardBatch& batch, int layer) {
     const int n = static_cast<int>(batch.tokens.size());
     const int hd = c.head_dim, group = c.group_size(), bs = kv_.block_size(), kv_dim = c.kv_dim();
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    int max_pos = 0;
-    for (int32_t p : row_pos_)
-        max_pos = std::max(max_pos, p);
-    int64_t cost = static_cast<int64_t>(n) * c.n_heads * (max_pos + 1) * hd * 2;
+    int max_slot = 0;
+    for (int32_t p : row_slot_)
+        max_slot = std::max(max_slot, p);
+    int64_t cost = static_cast<int64_t>(n) * c.n_heads * (max_slot + 1) * hd * 2;
+    constexpr float kHole = -std::numeric_limits<float>::infinity();
 
     // One task per (row, KV head): the query heads that share a KV head read each key and
     // value once. Keys are visited block by block, so each block's slots are contiguous.
     pool_.parallel_for(
         static_cast<int64_t>(n) * c.n_kv_heads, cost, [&](int64_t begin, int64_t end) {
             std::vector<float> scores(static_cast<size_t>(group) *
-                                      static_cast<size_t>(max_pos + 1));
+                                      static_cast<size_t>(max_slot + 1));
             for (int64_t task = begin; task < end; ++task) {
                 auto r = static_cast<size_t>(task / c.n_kv_heads);
                 const int kvh = static_cast<int>(task % c.n_kv_heads);
                 const int pos = row_pos_[r];
-                const int len = pos + 1;
-                const BlockTable& table = *batch.chunks[static_cast<size_t>(row_chunk_[r])].table;
+                const int len = row_slot_[r] + 1;  // keys: slots 0 .. the row's own
+                const SequenceChunk& chunk = batch.chunks[static_cast<size_t>(row_chunk_[r])];
+                const BlockTable& table = *chunk.table;
+                // Token eviction: slots the lane no longer holds score -inf (probability 0
+                // exactly), and blocks given back are not read at all.
+                const LaneStats* lane = chunk.lanes ? &chunk.lanes->lane(layer, kvh) : nullptr;
                 const float* q0 = &q_[r * c.q_dim() + static_cast<size_t>(kvh * group) * hd];
                 const int kv_off = kvh * hd;
                 for (int t0 = 0, blk = 0; t0 < len; t0 += bs, ++blk) {
-                    const float* kb =
-                        kv_.key(layer, table.blocks[static_cast<size_t>(blk)], 0) + kv_off;
+                    const BlockId block = table.blocks[static_cast<size_t>(blk)];
                     const int span = std::min(bs, len - t0);
                     for (int g = 0; g < group; ++g) {
                         float* sg = &scores[static_cast<size_t>(g) * len + t0];
+                        if (block < 0) {
+                            std::fill(sg, sg + span, kHole);
+                            continue;
+                        }
+                        const float* kb = kv_.key(layer, block, 0) + kv_off;
                         const float* q = q0 + g * hd;
                         for (int s = 0; s < span; ++s)
                             sg[s] = dot(q, kb + static_cast<size_t>(s) * kv_dim, hd) * scale;
+                        if (lane)
+                            for (int s = 0; s < span; ++s)
+                                if (lane->position[static_cast<size_t>(t0 + s)] < 0) sg[s] = kHole;
                     }
                 }
+                std::vector<float>* stats =
+                    chunk.lanes ? &row_stats_[r * static_cast<size_t>(c.n_kv_heads) +
+                                              static_cast<size_t>(kvh)]
+                                : nullptr;
+                if (stats) stats->assign(static_cast<size_t>(len), 0.0f);
                 for (int g = 0; g < group; ++g) {
                     float* probs = &scores[static_cast<size_t>(g) * len];
                     softmax(probs, len);
+                    if (stats)
+                        for (int t = 0; t < len; ++t)
+                            (*stats)[static_cast<size_t>(t)] += probs[t];
                     const int head = kvh * group + g;
                     if (capture_ &&
                         capture_->wanted[static_cast<size_t>(layer * c.n_heads + head)]) {
-                        // Quantized here, in the worker, so the lock guards only a move.
-                        std::vector<uint8_t> q8(static_cast<size_t>(len));
-                        for (int t = 0; t < len; ++t)
-                            q8[static_cast<size_t>(t)] = quantize_probability(probs[t]);
+                        // Quantized here, in the worker, so the lock guards only a move. A row is
+                        // over key positions 0..pos; with lanes, slots map to their positions.
+                        std::vector<uint8_t> q8(static_cast<size_t>(pos + 1), 0);
+                        for (int t = 0; t < len; ++t) {
+                            int at = lane ? lane->position[static_cast<size_t>(t)] : t;
+                            if (at >= 0)
+                                q8[static_cast<size_t>(at)] = quantize_probability(probs[t]);
+                        }
                         std::lock_guard lock(capture_mutex_);
                         capture_->rows.push_back({row_chunk_[r], pos, layer, head, std::move(q8)});
                     }
@@ -228,13 +269,15 @@ void CpuForward::attention(const ForwardBatch& batch, int layer) {
                 float* out0 = &att_[r * c.q_dim() + static_cast<size_t>(kvh * group) * hd];
                 std::fill(out0, out0 + static_cast<size_t>(group) * hd, 0.0f);
                 for (int t0 = 0, blk = 0; t0 < len; t0 += bs, ++blk) {
-                    const float* vb =
-                        kv_.value(layer, table.blocks[static_cast<size_t>(blk)], 0) + kv_off;
+                    const BlockId block = table.blocks[static_cast<size_t>(blk)];
+                    if (block < 0) continue;
+                    const float* vb = kv_.value(layer, block, 0) + kv_off;
                     const int span = std::min(bs, len - t0);
                     for (int g = 0; g < group; ++g) {
                         const float* pg = &scores[static_cast<size_t>(g) * len + t0];
                         float* out = out0 + g * hd;
                         for (int s = 0; s < span; ++s) {
+                            if (lane && lane->position[static_cast<size_t>(t0 + s)] < 0) continue;
                             const float* v = vb + static_cast<size_t>(s) * kv_dim;
                             const float a = pg[s];
                             for (int i = 0; i < hd; ++i)
@@ -244,6 +287,45 @@ void CpuForward::attention(const ForwardBatch& batch, int layer) {
                 }
             }
         });
+}
+
+void CpuForward::gather_lane_stats(const ForwardBatch& batch, int layer) {
+    const ModelConfig& c = config_;
+    const auto n_kv = static_cast<size_t>(c.n_kv_heads);
+    size_t row = 0;
+    for (const SequenceChunk& ch : batch.chunks) {
+        const size_t first = row;
+        row += static_cast<size_t>(ch.num_tokens);
+        SequenceLanes* lanes = ch.lanes;
+        if (!lanes || ch.num_tokens == 0) continue;
+        // Row order, whatever thread computed each row: the same sums on every run.
+        for (size_t r = first; r < row; ++r) {
+            const bool observed = lanes->want_observed && row_pos_[r] >= lanes->observe_from;
+            for (size_t kvh = 0; kvh < n_kv; ++kvh) {
+                const std::vector<float>& st = row_stats_[r * n_kv + kvh];
+                LaneStats& lane = lanes->lane(layer, static_cast<int32_t>(kvh));
+                for (size_t s = 0; s < st.size(); ++s) {
+                    if (lanes->want_accumulated) lane.accumulated[s] += st[s];
+                    if (observed) lane.observed[s] += st[s];
+                }
+            }
+        }
+        if (lanes->want_current) {
+            // The newest query's attention, averaged over every head of the layer.
+            const size_t last = row - 1;
+            const size_t len = row_stats_[last * n_kv].size();
+            std::vector<float> mean(len, 0.0f);
+            for (size_t kvh = 0; kvh < n_kv; ++kvh)
+                for (size_t s = 0; s < len; ++s)
+                    mean[s] += row_stats_[last * n_kv + kvh][s];
+            for (float& m : mean)
+                m /= static_cast<float>(c.n_heads);
+            for (size_t kvh = 0; kvh < n_kv; ++kvh) {
+                LaneStats& lane = lanes->lane(layer, static_cast<int32_t>(kvh));
+                std::copy(mean.begin(), mean.end(), lane.current.begin());
+            }
+        }
+    }
 }
 
 }  // namespace kvscope

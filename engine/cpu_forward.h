@@ -21,12 +21,18 @@ class ThreadPool;
 // A run of consecutive tokens of one sequence: a whole prompt (prefill), a piece of it
 // (chunked prefill) or one token (decode). The block table must already cover
 // start_pos + num_tokens tokens.
+struct SequenceLanes;
+
 struct SequenceChunk {
     const BlockTable* table = nullptr;
     int32_t start_pos = 0;
     int32_t num_tokens = 0;
     bool want_logits = true;  // logits of the chunk's last token
     bool all_logits = false;  // logits of every token of the chunk, in order (scoring text)
+    // Token eviction (kv_eviction.h): the sequence's lanes, whose `slots` is where this chunk's
+    // tokens are stored (slot != position once tokens have been evicted); attention skips the
+    // lanes' holes and gathers the statistics they ask for. Null: slot = position, as always.
+    SequenceLanes* lanes = nullptr;
 };
 
 struct ForwardBatch {
@@ -89,7 +95,11 @@ class CpuForward {
     std::vector<float> inv_freq_;
     // Activations, resized per batch.
     std::vector<float> x_, xb_, q_, k_, v_, att_, hb_, hb2_;
-    std::vector<int32_t> row_pos_, row_chunk_;
+    std::vector<int32_t> row_pos_, row_chunk_, row_slot_;
+    // Per (row, KV head) of sequences with lanes: attention summed over the group's query
+    // heads, by slot, reduced into the lanes in row order after each layer.
+    std::vector<std::vector<float>> row_stats_;
+    void gather_lane_stats(const ForwardBatch& batch, int layer);
 };
 
 }  // namespace kvscope

@@ -74,7 +74,7 @@ class HeavyHitters final : public EvictionPolicy {
     void choose(const LaneStats& lane, const EvictionParams& p,
                 std::vector<EvictionChoice>& out) const override {
         auto slots = valid_slots(lane);
-        int32_t window = p.window >= 0 ? p.window : p.budget / 2;
+        int32_t window = std::min(p.window >= 0 ? p.window : p.budget / 2, p.budget);
         auto protect = protect_recent(slots.size(), window);
         auto acc = [&](int32_t s) { return static_cast<double>(at(lane.accumulated, s)); };
         evict_lowest(lane, slots, protect, p.budget, "low-accumulated-attention", acc, acc, out);
@@ -88,7 +88,8 @@ class SnapKv final : public EvictionPolicy {
     void choose(const LaneStats& lane, const EvictionParams& p,
                 std::vector<EvictionChoice>& out) const override {
         auto slots = valid_slots(lane);
-        int32_t window = p.window >= 0 ? p.window : p.observation;
+        // The observation window is kept, but never beyond the budget itself.
+        int32_t window = std::min(p.window >= 0 ? p.window : p.observation, p.budget);
         auto protect = protect_recent(slots.size(), window);
         // 1-D pooling over neighbouring valid slots (kernel centred, edges shortened), so that a
         // kept token brings its neighbours along, as SnapKV does to keep phrases whole.

@@ -43,6 +43,7 @@ Result<GenerateStats> generate(Engine& engine, const GenerateRequest& request,
     ServingOptions options;
     options.max_batch_tokens = std::max(prompt_len, 1);  // the prompt in one pass
     options.capture_attention = request.capture_attention;
+    options.evictor = request.evictor;
     Scheduler scheduler(engine, options, {r});
 
     using clock = std::chrono::steady_clock;
@@ -59,6 +60,7 @@ Result<GenerateStats> generate(Engine& engine, const GenerateRequest& request,
     if (!scheduler.error().ok()) return scheduler.error().error();
     const Sequence& s = scheduler.sequences().front();
     stats.stopped_by_eos = s.finish == FinishReason::kEndToken;
+    stats.tokens_evicted = scheduler.summary().tokens_evicted;
     if (stats.generated_tokens > 0) {
         stats.prefill_seconds = std::chrono::duration<double>(first - start).count();
         stats.decode_seconds = std::chrono::duration<double>(last - first).count();

@@ -4,9 +4,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/kv_eviction.h"
 #include "engine/sampler.h"
 
 namespace kvscope {
@@ -15,7 +17,8 @@ struct GenerateRequest {
     std::vector<int32_t> prompt;  // must not be empty
     int32_t max_tokens = 256;
     SamplingParams sampling;
-    std::vector<uint8_t> capture_attention;  // per (layer, head); see attention_spec.h
+    std::vector<uint8_t> capture_attention;    // per (layer, head); see attention_spec.h
+    std::shared_ptr<const KvEvictor> evictor;  // token eviction; null keeps every token
 };
 
 struct GenerateStats {
@@ -24,6 +27,7 @@ struct GenerateStats {
     double prefill_seconds = 0;  // until the first token
     double decode_seconds = 0;   // from the first token to the last
     bool stopped_by_eos = false;
+    int64_t tokens_evicted = 0;
 };
 
 // Generates up to max_tokens tokens after the prompt (prefill in one pass, then one token per

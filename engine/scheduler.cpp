@@ -144,7 +144,7 @@ void Scheduler::preempt(Sequence& s) {
     const Reporter& rep = engine_.reporter();
     BlockManager& bm = engine_.blocks();
     auto blocks = static_cast<int32_t>(s.table.blocks.size());
-    bool swap = options_.preempt == PreemptMode::kSwap && s.computed > 0 &&
+    bool swap = options_.preempt == PreemptMode::kSwap && s.computed > 0 && !s.lanes &&
                 host_blocks_used_ + blocks <= options_.swap_blocks;
     running_.erase(std::find(running_.begin(), running_.end(), s.index));
     ++s.preemptions;
@@ -173,6 +173,7 @@ void Scheduler::preempt(Sequence& s) {
     } else {
         bm.free(s.table, s.index);
         s.computed = 0;
+        s.lanes.reset();  // recomputed from the start, evicting afresh
         s.state = SequenceState::kWaiting;
         waiting_.insert(waiting_.begin(), s.index);
     }
@@ -238,7 +239,7 @@ bool Scheduler::try_admit(Sequence& s, int32_t budget, int32_t& scheduled) {
     const auto total = static_cast<int32_t>(s.tokens.size());
     if (options_.allocator == Allocator::kContiguous) {
         if (!bm.reserve_contiguous(s.table, reservation_tokens(s), s.index).ok()) return false;
-    } else if (options_.prefix_cache) {
+    } else if (options_.prefix_cache && !options_.evictor) {
         int32_t reused = bm.reuse_cached_prefix(s.table, s.tokens, s.index);
         if (!s.counted_prefix) {
             prefix_reused_ += reused;
@@ -260,6 +261,9 @@ bool Scheduler::try_admit(Sequence& s, int32_t budget, int32_t& scheduled) {
         return false;
     }
     (void)bm.grow(s.table, s.computed + chunk, s.index);
+    if (options_.evictor)
+        s.lanes = *options_.evictor->new_lanes(engine_.config().n_layers,
+                                               engine_.config().n_kv_heads, s.prompt_len);
     scheduled = chunk;
     s.state = SequenceState::kRunning;
     report_admit(s, s.computed);
@@ -270,8 +274,13 @@ bool Scheduler::schedule(ForwardBatch& batch, std::vector<int32_t>& chunk_seq) {
     int32_t budget = options_.max_batch_tokens;
     bool preempted = false;
     auto add_chunk = [&](Sequence& s, int32_t n) {
-        batch.chunks.push_back(SequenceChunk{
-            &s.table, s.computed, n, s.computed + n == static_cast<int32_t>(s.tokens.size())});
+        SequenceChunk chunk{&s.table, s.computed, n,
+                            s.computed + n == static_cast<int32_t>(s.tokens.size())};
+        if (s.lanes) {
+            s.lanes->append(s.computed, n);
+            chunk.lanes = &*s.lanes;
+        }
+        batch.chunks.push_back(chunk);
         batch.tokens.insert(batch.tokens.end(), s.tokens.begin() + s.computed,
                             s.tokens.begin() + s.computed + n);
         chunk_seq.push_back(s.index);
@@ -282,7 +291,7 @@ bool Scheduler::schedule(ForwardBatch& batch, std::vector<int32_t>& chunk_seq) {
         Sequence& s = seqs_[static_cast<size_t>(running_[i])];
         int32_t n = std::min(static_cast<int32_t>(s.tokens.size()) - s.computed, budget);
         bool self = false;
-        if (ensure_room(s, s.computed + n, self)) {
+        if (ensure_room(s, s.slots_used() + n, self)) {
             add_chunk(s, n);
             ++i;
         } else {
@@ -369,6 +378,7 @@ void Scheduler::fork_children(Sequence& parent, const float* logits) {
         Sequence& c = seqs_[static_cast<size_t>(ci)];
         engine_.blocks().fork(parent.table, c.table, c.index);
         c.computed = parent.computed;
+        c.lanes = parent.lanes;
         c.counted_prefix = true;
         c.state = SequenceState::kRunning;
         running_.push_back(c.index);
@@ -438,7 +448,7 @@ bool Scheduler::step() {
     for (size_t i = 0; i < batch.chunks.size(); ++i) {
         Sequence& s = seqs_[static_cast<size_t>(chunk_seq[i])];
         s.computed += batch.chunks[i].num_tokens;
-        if (options_.prefix_cache)
+        if (options_.prefix_cache && !s.lanes)
             engine_.blocks().register_full_blocks(s.table, s.tokens, s.computed);
         if (!batch.chunks[i].want_logits) continue;
         float* l = logits_.data() + logit_row++ * static_cast<size_t>(vocab);
@@ -447,6 +457,13 @@ bool Scheduler::step() {
         int32_t token = s.sampler.sample(l);
         sample_s += seconds_since(t0);
         append_token(s, token);
+    }
+    // Token eviction: each sequence that ran keeps every lane within its budget.
+    for (int32_t si : chunk_seq) {
+        Sequence& s = seqs_[static_cast<size_t>(si)];
+        if (s.lanes && s.state == SequenceState::kRunning)
+            totals_.tokens_evicted += options_.evictor->after_step(
+                *s.lanes, s.table, s.computed, s.prompt_len, s.index, engine_.blocks(), rep);
     }
     schedule_s += seconds_since(t_sample) - sample_s;
     totals_.schedule_seconds += schedule_s;
@@ -524,6 +541,7 @@ void Scheduler::compute_metrics() {
     for (int32_t si : running_) {
         const BlockTable& t = seqs_[static_cast<size_t>(si)].table;
         for (size_t i = 0; i < t.blocks.size(); ++i) {
+            if (t.blocks[i] < 0) continue;  // given back after token eviction
             int32_t in_block = std::clamp(t.num_tokens - static_cast<int32_t>(i) * bs, 0, bs);
             auto& f = fill[static_cast<size_t>(t.blocks[i])];
             f = std::max(f, in_block);

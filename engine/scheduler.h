@@ -12,10 +12,13 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/kv_eviction.h"
 #include "engine/request.h"
 #include "probes/event.h"
 
@@ -32,6 +35,10 @@ struct ServingOptions {
     int32_t swap_blocks = 0;  // host pool for swapping, in blocks; 0 = as many as the device pool
     // Per (layer, query head): report attention rows of these as attention_row events.
     std::vector<uint8_t> capture_attention;
+    // Token eviction (kv_eviction.h); null keeps every token. Sequences under a policy are
+    // preempted by recompute only and take no part in prefix caching: an evicted token would
+    // make a block's hash a lie.
+    std::shared_ptr<const KvEvictor> evictor;
 };
 
 struct Sequence {
@@ -50,9 +57,12 @@ struct Sequence {
     int32_t preemptions = 0;
     int64_t finished_step = -1;
     FinishReason finish = FinishReason::kLength;
-    bool counted_prefix = false;  // first admission counted in the hit rate
+    bool counted_prefix = false;         // first admission counted in the hit rate
+    std::optional<SequenceLanes> lanes;  // under a token-eviction policy
 
     int32_t generated() const { return static_cast<int32_t>(tokens.size()) - prompt_len; }
+    // Slots the table holds tokens in: the positions computed, unless eviction separated them.
+    int32_t slots_used() const { return lanes ? lanes->slots : computed; }
 };
 
 struct StepMetrics {
@@ -77,6 +87,7 @@ struct ServingSummary {
     int64_t prompt_tokens = 0, prefill_tokens_computed = 0;
     int32_t preemptions = 0, swaps_out = 0;
     int64_t cow_copies = 0;
+    int64_t tokens_evicted = 0;  // token eviction: lane slots given up, over every layer and head
     int32_t max_running = 0;
     double schedule_seconds = 0, forward_seconds = 0;
     std::map<std::string, std::vector<int32_t>> outputs;

@@ -20,7 +20,7 @@
 //  prefix_hit     req      block  logical index     tokens reused    -             block hash   -             -
 //  prefix_miss    req      -      logical index     -                -             block hash   -             -
 //  block_evict    -        block  -                 -                -             block hash   -             reason
-//  token_evict    req      -      layer (-1 all)    head (-1 all)    position      -            score         policy: reason
+//  token_evict    req      -      layer (-1 all)    KV head (-1 all) position      -            score         policy: reason
 //  preempt        req      -      mode (Preempt)    blocks released  -             -            -             -
 //  swap_out/in    req      -      blocks moved      -                -             bytes        -             -
 //  attention_row  req      -      layer             head             query pos     -            -             - (payload: u8 probs)

@@ -106,12 +106,15 @@ void draw_heatmap_panel(UiContext& ctx) {
         by_q[static_cast<size_t>(r.query_pos)] = &r;  // later rows (recompute) win
     }
     std::sort(captured_q.begin(), captured_q.end());
-    // Keys evicted from this request (by any policy, for this layer / head or all of them).
+    // Keys evicted from this request (by any policy, for this layer and the KV head this query
+    // head reads, or all of them).
+    const int kv_group =
+        std::max(1, s->info.n_kv_heads > 0 ? s->info.n_heads / s->info.n_kv_heads : 1);
     std::vector<uint8_t> evicted(static_cast<size_t>(n), 0);
     for (const Event& e : ctx.eviction_log())
         if (e.kind == EventKind::kTokenEvict && e.request == v.heat_request && e.step <= v.cursor &&
-            (e.a < 0 || e.a == v.heat_layer) && (e.b < 0 || e.b == v.heat_head) && e.c >= 0 &&
-            e.c < n)
+            (e.a < 0 || e.a == v.heat_layer) && (e.b < 0 || e.b == v.heat_head / kv_group) &&
+            e.c >= 0 && e.c < n)
             evicted[static_cast<size_t>(e.c)] = 1;
 
     // Rows missing at the top are a question every first look asks: say why.

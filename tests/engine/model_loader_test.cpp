@@ -130,7 +130,8 @@ std::vector<int32_t> greedy(std::shared_ptr<const LoadedModel> model, int n) {
     auto engine = Engine::create(std::move(model), {});
     EXPECT_TRUE(engine.ok()) << engine.error().message;
     std::vector<int32_t> out;
-    auto stats = generate(**engine, {{1, 2, 3}, n, {}, {}}, [&](int32_t t) { out.push_back(t); });
+    auto stats =
+        generate(**engine, {{1, 2, 3}, n, {}, {}, {}}, [&](int32_t t) { out.push_back(t); });
     EXPECT_TRUE(stats.ok());
     return out;
 }
@@ -900,7 +901,7 @@ TEST(ModelLoader, Stories260kGreedyMatchesLlama2cRunC) {
         auto engine = Engine::create(model, o);
         ASSERT_TRUE(engine.ok());
         std::vector<int32_t> got;
-        auto s = generate(**engine, {{1}, 200, {}, {}}, [&](int32_t t) { got.push_back(t); });
+        auto s = generate(**engine, {{1}, 200, {}, {}, {}}, [&](int32_t t) { got.push_back(t); });
         ASSERT_TRUE(s.ok());
         EXPECT_EQ(got, want) << "block size " << block_size;
     }
@@ -915,7 +916,7 @@ TEST(ModelLoader, Stories260kGreedyMatchesLlama2cRunC) {
         want_s.push_back(x);
     auto engine = Engine::create(model, {});
     std::vector<int32_t> got_s;
-    ASSERT_TRUE(generate(**engine, {{1}, 200, {1.0f, 0.9f, 42}, {}}, [&](int32_t t) {
+    ASSERT_TRUE(generate(**engine, {{1}, 200, {1.0f, 0.9f, 42}, {}, {}}, [&](int32_t t) {
                     got_s.push_back(t);
                 }).ok());
     size_t same = 0;

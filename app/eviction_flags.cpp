@@ -1,0 +1,51 @@
+#include "app/eviction_flags.h"
+
+namespace kvscope::app {
+
+Result<EvictionOptions> EvictionFlags::options() const {
+    EvictionOptions o;
+    o.policy = policy;
+    o.sinks = sinks;
+    o.window = window;
+    o.layer_budget = layer_budget == "pyramid" ? LayerBudget::kPyramid : LayerBudget::kUniform;
+    if (!kv_budget.empty()) {
+        if (!o.active()) return Error{"--kv-budget needs a --policy to keep the cache within it"};
+        if (Status s = parse_kv_budget(kv_budget, o); !s) return s.error();
+    }
+    if (Status s = validate_eviction_options(o); !s) return s.error();
+    return o;
+}
+
+Result<std::shared_ptr<const KvEvictor>> EvictionFlags::evictor(int32_t n_layers) const {
+    auto o = options();
+    if (!o) return o.error();
+    if (!o->active()) return std::shared_ptr<const KvEvictor>();
+    auto e = KvEvictor::create(*o, n_layers);
+    if (!e) return e.error();
+    return std::shared_ptr<const KvEvictor>(std::move(e).value());
+}
+
+void add_eviction_flags(CLI::App& sub, EvictionFlags& f) {
+    std::vector<std::string> policies = {"none"};
+    for (const std::string& p : eviction_policy_names())
+        policies.push_back(p);
+    sub.add_option("--policy", f.policy,
+                   "Token eviction: none | streaming | h2o | snapkv | tova | knorm")
+        ->check(CLI::IsMember(policies))
+        ->capture_default_str();
+    sub.add_option("--kv-budget", f.kv_budget,
+                   "Tokens each layer and KV head keeps: N, or P% of the sequence so far");
+    sub.add_option("--sinks", f.sinks, "streaming: first tokens always kept")
+        ->check(CLI::Range(0, 1 << 20))
+        ->capture_default_str();
+    sub.add_option("--window", f.window,
+                   "h2o / snapkv: recent tokens always kept (default: half the budget for h2o, "
+                   "the 32-token observation window for snapkv)")
+        ->check(CLI::Range(0, 1 << 20));
+    sub.add_option("--layer-budget", f.layer_budget,
+                   "uniform, or pyramid (lower layers keep more; the same total)")
+        ->check(CLI::IsMember({"uniform", "pyramid"}))
+        ->capture_default_str();
+}
+
+}  // namespace kvscope::app

@@ -1,0 +1,162 @@
+#include "engine/kv_eviction.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+namespace kvscope {
+
+Status parse_kv_budget(const std::string& text, EvictionOptions& out) {
+    const bool percent = !text.empty() && text.back() == '%';
+    std::string number = percent ? text.substr(0, text.size() - 1) : text;
+    char* end = nullptr;
+    errno = 0;
+    double v = std::strtod(number.c_str(), &end);
+    if (number.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v))
+        return Error{"--kv-budget '" + text + "' is not a number of tokens nor a percentage"};
+    if (percent) {
+        if (!(v > 0 && v <= 100))
+            return Error{"--kv-budget " + text + " is not a percentage between 0 and 100"};
+        out.budget_percent = v;
+        out.budget_tokens = 0;
+        return {};
+    }
+    if (v < 1 || v != std::floor(v) || v > (1 << 24))
+        return Error{"--kv-budget " + text + " must be a whole number of tokens, at least 1"};
+    out.budget_tokens = static_cast<int32_t>(v);
+    out.budget_percent = 0;
+    return {};
+}
+
+Status validate_eviction_options(const EvictionOptions& o) {
+    if (!o.active()) return {};
+    if (auto p = make_eviction_policy(o.policy); !p) return p.error();
+    if (o.budget_tokens <= 0 && o.budget_percent <= 0)
+        return Error{"--policy " + o.policy + " needs --kv-budget (tokens, or a percentage)"};
+    if (o.sinks < 0) return Error{"--sinks must not be negative"};
+    if (o.policy == "streaming" && o.budget_tokens > 0 && o.budget_tokens < o.sinks + 1)
+        return Error{"--kv-budget " + std::to_string(o.budget_tokens) +
+                     " leaves no room for recent tokens after " + std::to_string(o.sinks) +
+                     " sinks (it must be at least " + std::to_string(o.sinks + 1) + ")"};
+    return {};
+}
+
+SequenceLanes::SequenceLanes(int32_t layers, int32_t kv_heads)
+    : n_layers(layers),
+      n_kv_heads(kv_heads),
+      lanes(static_cast<size_t>(std::max(layers, 0) * std::max(kv_heads, 0))) {}
+
+void SequenceLanes::append(int32_t first_position, int32_t count) {
+    for (LaneStats& lane : lanes) {
+        for (int32_t i = 0; i < count; ++i)
+            lane.position.push_back(first_position + i);
+        size_t n = lane.position.size();
+        if (want_accumulated) lane.accumulated.resize(n, 0.0f);
+        if (want_current) lane.current.resize(n, 0.0f);
+        if (want_observed) lane.observed.resize(n, 0.0f);
+        if (want_key_norm) lane.key_norm.resize(n, 0.0f);
+    }
+    slots += count;
+}
+
+bool SequenceLanes::hole_everywhere(int32_t slot) const {
+    for (const LaneStats& lane : lanes)
+        if (lane.position[static_cast<size_t>(slot)] >= 0) return false;
+    return true;
+}
+
+int32_t SequenceLanes::valid_tokens() const {
+    int32_t n = 0;
+    for (const LaneStats& lane : lanes)
+        n += lane.valid();
+    return n;
+}
+
+Result<std::unique_ptr<KvEvictor>> KvEvictor::create(const EvictionOptions& options,
+                                                     int32_t n_layers) {
+    if (Status s = validate_eviction_options(options); !s) return s.error();
+    auto policy = make_eviction_policy(options.policy);
+    if (!policy) return policy.error();
+    std::unique_ptr<KvEvictor> e(new KvEvictor());
+    e->options_ = options;
+    e->policy_ = std::move(policy).value();
+    e->n_layers_ = n_layers;
+    return e;
+}
+
+std::unique_ptr<SequenceLanes> KvEvictor::new_lanes(int32_t n_layers, int32_t n_kv_heads,
+                                                    int32_t prompt_len) const {
+    auto lanes = std::make_unique<SequenceLanes>(n_layers, n_kv_heads);
+    const std::string_view name = policy_->name();
+    lanes->want_accumulated = name == "h2o";
+    lanes->want_current = name == "tova";
+    lanes->want_observed = name == "snapkv";
+    lanes->want_key_norm = name == "knorm";
+    lanes->observe_from = std::max(0, prompt_len - options_.observation);
+    return lanes;
+}
+
+int32_t KvEvictor::budget(int32_t layer, int32_t computed) const {
+    int32_t per_layer =
+        options_.budget_tokens > 0
+            ? options_.budget_tokens
+            : static_cast<int32_t>(std::ceil(options_.budget_percent / 100.0 * computed));
+    // Streaming keeps its sinks whatever the budget; every lane keeps at least one token.
+    per_layer = std::max(per_layer, policy_->name() == "streaming" ? options_.sinks + 1 : 1);
+    return layer_budgets(per_layer, n_layers_, options_.layer_budget)[static_cast<size_t>(layer)];
+}
+
+int64_t KvEvictor::after_step(SequenceLanes& lanes, BlockTable& table, int32_t computed,
+                              int32_t prompt_len, int32_t owner, BlockManager& blocks,
+                              const Reporter& reporter) const {
+    if (policy_->once_after_prefill()) {
+        if (lanes.compressed_after_prefill || computed < prompt_len) return 0;
+        lanes.compressed_after_prefill = true;
+    }
+    int64_t evicted = 0;
+    std::vector<EvictionChoice> choices;
+    EvictionParams params;
+    params.sinks = options_.sinks;
+    params.window = options_.window;
+    params.observation = options_.observation;
+    for (int32_t layer = 0; layer < lanes.n_layers; ++layer) {
+        params.budget = budget(layer, computed);
+        for (int32_t kvh = 0; kvh < lanes.n_kv_heads; ++kvh) {
+            LaneStats& lane = lanes.lane(layer, kvh);
+            choices.clear();
+            policy_->choose(lane, params, choices);
+            for (const EvictionChoice& c : choices) {
+                auto slot = static_cast<size_t>(c.slot);
+                lane.position[slot] = -1;
+                for (std::vector<float>* v :
+                     {&lane.accumulated, &lane.current, &lane.observed, &lane.key_norm})
+                    if (slot < v->size()) (*v)[slot] = 0.0f;
+                if (reporter.on()) {
+                    Event e;
+                    e.kind = EventKind::kTokenEvict;
+                    e.request = owner;
+                    e.a = layer;
+                    e.b = kvh;
+                    e.c = c.position;
+                    e.value = c.score;
+                    e.text = std::string(policy_->name()) + ": " + c.reason;
+                    reporter.emit(std::move(e));
+                }
+            }
+            evicted += static_cast<int64_t>(choices.size());
+        }
+    }
+    // Full blocks that no lane holds a token in any more go back to the pool.
+    const int32_t bs = blocks.block_size();
+    for (int32_t i = 0; i < lanes.slots / bs; ++i) {
+        if (table.blocks[static_cast<size_t>(i)] < 0) continue;
+        bool empty = true;
+        for (int32_t s = i * bs; s < (i + 1) * bs && empty; ++s)
+            empty = lanes.hole_everywhere(s);
+        if (empty) blocks.release_block(table, i, owner);
+    }
+    return evicted;
+}
+
+}  // namespace kvscope

@@ -1,0 +1,96 @@
+#pragma once
+// Token eviction in the paged cache: what a sequence's cache holds lane by lane (a lane is one
+// layer's one KV head), and the KvEvictor that keeps each lane within its budget with an
+// EvictionPolicy (eviction_policy.h) and reports every decision.
+//
+// The design. Blocks stay what they are without eviction: block table entry i of a sequence
+// holds slots [i * block_size, (i + 1) * block_size) of every layer and KV head, and a token
+// appended to the sequence takes the next slot in every lane. Eviction is per lane: it turns
+// one lane's slot into a hole (SequenceLanes), which attention skips, while the other lanes keep
+// that token. Slots are never reordered, so slot order is position order and causality is a
+// comparison of slots. A full block whose slots are holes in every lane goes back to the pool
+// and leaves a hole in the block table (entry -1, a block_free event). The statistics the
+// policies score by (accumulated and newest attention, the observation window's attention, key
+// norms) are gathered by the forward pass into the same lanes, in row order, so that what is
+// evicted never depends on threads or batching.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "engine/block_manager.h"
+#include "engine/eviction_policy.h"
+#include "engine/reporter.h"
+
+namespace kvscope {
+
+struct EvictionOptions {
+    std::string policy = "none";
+    int32_t budget_tokens = 0;  // per lane; 0: budget_percent decides
+    double budget_percent = 0;  // of the sequence so far, when budget_tokens is 0
+    int32_t sinks = 4;          // streaming
+    int32_t window = -1;        // h2o / snapkv recent window; -1: the policy's default
+    int32_t observation = 32;   // snapkv observation window
+    LayerBudget layer_budget = LayerBudget::kUniform;
+
+    bool active() const { return policy != "none"; }
+};
+
+// Reads "--kv-budget" as N tokens or P% (0 < P <= 100); the message names the value.
+Status parse_kv_budget(const std::string& text, EvictionOptions& out);
+// The options against each other and the model: a budget below sinks + 1, no budget, an
+// unknown policy. Messages name the flag.
+Status validate_eviction_options(const EvictionOptions& options);
+
+struct SequenceLanes {
+    int32_t n_layers = 0, n_kv_heads = 0;
+    std::vector<LaneStats> lanes;  // [layer * n_kv_heads + kv_head]
+    int32_t slots = 0;             // slots used in every lane (the block table's num_tokens)
+    // What the forward pass should gather (set from the policy).
+    bool want_accumulated = false, want_current = false, want_observed = false,
+         want_key_norm = false;
+    int32_t observe_from = 0;  // positions at or past this feed `observed` (snapkv)
+    bool compressed_after_prefill = false;
+
+    SequenceLanes(int32_t layers, int32_t kv_heads);
+    LaneStats& lane(int32_t layer, int32_t kv_head) {
+        return lanes[static_cast<size_t>(layer * n_kv_heads + kv_head)];
+    }
+    const LaneStats& lane(int32_t layer, int32_t kv_head) const {
+        return lanes[static_cast<size_t>(layer * n_kv_heads + kv_head)];
+    }
+    // Slots [slots, slots + count) for positions [first_position, ...), in every lane.
+    void append(int32_t first_position, int32_t count);
+    // True when `slot` is a hole in every lane.
+    bool hole_everywhere(int32_t slot) const;
+    int32_t valid_tokens() const;  // summed over lanes
+};
+
+class KvEvictor {
+  public:
+    static Result<std::unique_ptr<KvEvictor>> create(const EvictionOptions& options,
+                                                     int32_t n_layers);
+
+    const EvictionOptions& options() const { return options_; }
+    // Lanes for a new sequence, with the statistics this policy needs switched on.
+    std::unique_ptr<SequenceLanes> new_lanes(int32_t n_layers, int32_t n_kv_heads,
+                                             int32_t prompt_len) const;
+    // After a forward pass: brings every lane within its budget (snapkv: once, when the prompt
+    // is prefilled), reports each eviction, and gives back full blocks that are holes in every
+    // lane. `computed` is the sequence's positions so far. Returns the tokens evicted.
+    int64_t after_step(SequenceLanes& lanes, BlockTable& table, int32_t computed,
+                       int32_t prompt_len, int32_t owner, BlockManager& blocks,
+                       const Reporter& reporter) const;
+    // The per-lane budget of `layer` for a sequence of `computed` positions.
+    int32_t budget(int32_t layer, int32_t computed) const;
+
+  private:
+    KvEvictor() = default;
+    EvictionOptions options_;
+    std::unique_ptr<EvictionPolicy> policy_;
+    int32_t n_layers_ = 0;
+};
+
+}  // namespace kvscope
