@@ -8,6 +8,9 @@ Result<EvictionOptions> EvictionFlags::options() const {
     o.sinks = sinks;
     o.window = window;
     o.layer_budget = layer_budget == "pyramid" ? LayerBudget::kPyramid : LayerBudget::kUniform;
+    o.compact = compact;
+    if (compact && !o.active())
+        return Error{"--compact needs a --policy: with none there are no holes to close"};
     if (!kv_budget.empty()) {
         if (!o.active()) return Error{"--kv-budget needs a --policy to keep the cache within it"};
         if (Status s = parse_kv_budget(kv_budget, o); !s) return s.error();
@@ -46,6 +49,9 @@ void add_eviction_flags(CLI::App& sub, EvictionFlags& f) {
                    "uniform, or pyramid (lower layers keep more; the same total)")
         ->check(CLI::IsMember({"uniform", "pyramid"}))
         ->capture_default_str();
+    sub.add_flag("--compact", f.compact,
+                 "After each step move kept tokens into the holes, so blocks go back sooner "
+                 "(every move is recorded)");
 }
 
 }  // namespace kvscope::app

@@ -16,6 +16,7 @@ struct EvictionFlags {
     int32_t sinks = 4;
     int32_t window = -1;
     std::string layer_budget = "uniform";
+    bool compact = false;
 
     // Null for --policy none; else the evictor, or a message naming the flag that is wrong.
     Result<std::shared_ptr<const KvEvictor>> evictor(int32_t n_layers) const;

@@ -48,7 +48,8 @@ std::string ServingFlags::to_json() const {
                           {"kv_budget", eviction.kv_budget},
                           {"sinks", eviction.sinks},
                           {"window", eviction.window},
-                          {"layer_budget", eviction.layer_budget}}
+                          {"layer_budget", eviction.layer_budget},
+                          {"compact", eviction.compact}}
         .dump();
 }
 

@@ -111,6 +111,16 @@ void BlockManager::release_block(BlockTable& table, int32_t logical, int32_t own
     b = -1;
 }
 
+void BlockManager::shrink(BlockTable& table, int32_t num_tokens, int32_t owner) {
+    if (num_tokens >= table.num_tokens) return;
+    const auto keep = static_cast<size_t>(blocks_for(num_tokens, block_size_));
+    while (table.blocks.size() > keep) {
+        release_block(table, static_cast<int32_t>(table.blocks.size()) - 1, owner);
+        table.blocks.pop_back();
+    }
+    table.num_tokens = num_tokens;
+}
+
 BlockHash BlockManager::chain_hash(BlockHash parent, const int32_t* tokens, int32_t count) {
     return XXH3_64bits_withSeed(tokens, static_cast<size_t>(count) * sizeof(int32_t), parent);
 }

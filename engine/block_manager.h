@@ -56,6 +56,8 @@ class BlockManager {
     // Gives back one block of the table (token eviction emptied it), leaving a hole (-1) at
     // `logical`: later slots keep their places.
     void release_block(BlockTable& table, int32_t logical, int32_t owner = -1);
+    // Gives back the blocks past `num_tokens` slots (compaction emptied the end of the table).
+    void shrink(BlockTable& table, int32_t num_tokens, int32_t owner = -1);
 
     // Prefix caching. Finds the longest run of cached full blocks matching the start of
     // `tokens` (leaving at least one token to compute, whose logits are needed) and makes the

@@ -13,11 +13,15 @@ int32_t LaneStats::valid() const {
 
 namespace {
 
-// The valid slots, oldest first.
+// The valid slots, oldest position first (compaction may have moved a newer token into an
+// older slot, so slot order is not always position order).
 std::vector<int32_t> valid_slots(const LaneStats& lane) {
     std::vector<int32_t> out;
     for (size_t s = 0; s < lane.position.size(); ++s)
         if (lane.position[s] >= 0) out.push_back(static_cast<int32_t>(s));
+    std::sort(out.begin(), out.end(), [&](int32_t a, int32_t b) {
+        return lane.position[static_cast<size_t>(a)] < lane.position[static_cast<size_t>(b)];
+    });
     return out;
 }
 
@@ -44,7 +48,7 @@ void evict_lowest(const LaneStats& lane, const std::vector<int32_t>& slots,
     }
 }
 
-// The `n` most recent of `slots` (by slot order, which is position order).
+// The `n` most recent of `slots` (in position order).
 std::vector<bool> protect_recent(size_t count, int32_t n) {
     std::vector<bool> p(count, false);
     for (size_t i = count; i > 0 && n > 0; --i, --n)
@@ -91,8 +95,8 @@ class SnapKv final : public EvictionPolicy {
         // The observation window is kept, but never beyond the budget itself.
         int32_t window = std::min(p.window >= 0 ? p.window : p.observation, p.budget);
         auto protect = protect_recent(slots.size(), window);
-        // 1-D pooling over neighbouring valid slots (kernel centred, edges shortened), so that a
-        // kept token brings its neighbours along, as SnapKV does to keep phrases whole.
+        // 1-D pooling over neighbouring kept positions (kernel centred, edges shortened), so that
+        // a kept token brings its neighbours along, as SnapKV does to keep phrases whole.
         const int half = std::max(p.pool_kernel, 1) / 2;
         std::vector<double> pooled(slots.size());
         for (size_t i = 0; i < slots.size(); ++i) {

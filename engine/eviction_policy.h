@@ -22,8 +22,9 @@
 
 namespace kvscope {
 
-// One lane of one sequence, slot by slot in position order (the cache never reorders a lane).
-// Statistics are indexed like `position`; a policy reads only those it needs.
+// One lane of one sequence, slot by slot. Slots are in position order until compaction moves a
+// token into an earlier hole, so policies order by `position`. Statistics are indexed like
+// `position`; a policy reads only those it needs.
 struct LaneStats {
     std::vector<int32_t> position;   // token position held in each slot; -1: a hole (evicted)
     std::vector<float> accumulated;  // attention summed over every query so far and over the

@@ -1,5 +1,7 @@
 #include "engine/kv_eviction.h"
 
+#include "engine/kv_cache.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -66,6 +68,19 @@ bool SequenceLanes::hole_everywhere(int32_t slot) const {
     return true;
 }
 
+int64_t SequenceLanes::lane_blocks_held(const BlockTable& table, int32_t block_size) const {
+    int64_t held = 0;
+    std::vector<uint8_t> seen(table.blocks.size());
+    for (const LaneStats& lane : lanes) {
+        std::fill(seen.begin(), seen.end(), 0);
+        for (size_t s = 0; s < lane.position.size(); ++s)
+            if (lane.position[s] >= 0) seen[s / static_cast<size_t>(block_size)] = 1;
+        for (uint8_t b : seen)
+            held += b;
+    }
+    return held;
+}
+
 int32_t SequenceLanes::valid_tokens() const {
     int32_t n = 0;
     for (const LaneStats& lane : lanes)
@@ -109,7 +124,7 @@ int32_t KvEvictor::budget(int32_t layer, int32_t computed) const {
 
 int64_t KvEvictor::after_step(SequenceLanes& lanes, BlockTable& table, int32_t computed,
                               int32_t prompt_len, int32_t owner, BlockManager& blocks,
-                              const Reporter& reporter) const {
+                              KvCacheStorage& storage, const Reporter& reporter) const {
     if (policy_->once_after_prefill()) {
         if (lanes.compressed_after_prefill || computed < prompt_len) return 0;
         lanes.compressed_after_prefill = true;
@@ -147,6 +162,7 @@ int64_t KvEvictor::after_step(SequenceLanes& lanes, BlockTable& table, int32_t c
             evicted += static_cast<int64_t>(choices.size());
         }
     }
+    if (options_.compact && evicted > 0) compact(lanes, table, owner, blocks, storage, reporter);
     // Full blocks that no lane holds a token in any more go back to the pool.
     const int32_t bs = blocks.block_size();
     for (int32_t i = 0; i < lanes.slots / bs; ++i) {
@@ -157,6 +173,76 @@ int64_t KvEvictor::after_step(SequenceLanes& lanes, BlockTable& table, int32_t c
         if (empty) blocks.release_block(table, i, owner);
     }
     return evicted;
+}
+
+void KvEvictor::compact(SequenceLanes& lanes, BlockTable& table, int32_t owner,
+                        BlockManager& blocks, KvCacheStorage& storage,
+                        const Reporter& reporter) const {
+    const int32_t bs = blocks.block_size();
+    const int32_t hd = storage.kv_dim() / std::max(lanes.n_kv_heads, 1);
+    // A hole may take a token only where this sequence owns the block alone: a block given
+    // back is gone, and writing into a shared one (parallel samples) would change another
+    // sequence's cache.
+    auto writable = [&](int32_t slot) {
+        BlockId b = table.blocks[static_cast<size_t>(slot / bs)];
+        return b >= 0 && blocks.pool().refcount(b) == 1;
+    };
+    int32_t longest = 0;
+    for (int32_t layer = 0; layer < lanes.n_layers; ++layer)
+        for (int32_t kvh = 0; kvh < lanes.n_kv_heads; ++kvh) {
+            LaneStats& lane = lanes.lane(layer, kvh);
+            auto& pos = lane.position;
+            int32_t lo = 0, hi = static_cast<int32_t>(pos.size()) - 1;
+            for (;;) {
+                while (lo < hi && (pos[static_cast<size_t>(lo)] >= 0 || !writable(lo)))
+                    ++lo;
+                while (hi > lo && pos[static_cast<size_t>(hi)] < 0)
+                    --hi;
+                if (lo >= hi) break;
+                const BlockId from = table.blocks[static_cast<size_t>(hi / bs)];
+                const BlockId to = table.blocks[static_cast<size_t>(lo / bs)];
+                const int off = kvh * hd;
+                std::copy_n(storage.key(layer, from, hi % bs) + off, hd,
+                            storage.key(layer, to, lo % bs) + off);
+                std::copy_n(storage.value(layer, from, hi % bs) + off, hd,
+                            storage.value(layer, to, lo % bs) + off);
+                auto l = static_cast<size_t>(lo), h = static_cast<size_t>(hi);
+                for (std::vector<float>* v :
+                     {&lane.accumulated, &lane.current, &lane.observed, &lane.key_norm})
+                    if (h < v->size()) {
+                        (*v)[l] = (*v)[h];
+                        (*v)[h] = 0.0f;
+                    }
+                pos[l] = pos[h];
+                pos[h] = -1;
+                if (reporter.on()) {
+                    Event e;
+                    e.kind = EventKind::kTokenMove;
+                    e.request = owner;
+                    e.block = to;
+                    e.a = layer;
+                    e.b = kvh;
+                    e.c = pos[l];
+                    e.wide = (static_cast<int64_t>(hi) << 32) | lo;
+                    reporter.emit(std::move(e));
+                }
+            }
+            for (int32_t s = static_cast<int32_t>(pos.size()) - 1; s >= 0; --s)
+                if (pos[static_cast<size_t>(s)] >= 0) {
+                    longest = std::max(longest, s + 1);
+                    break;
+                }
+        }
+    // Past the longest lane every slot is a hole: those slots, and their blocks, go.
+    for (LaneStats& lane : lanes.lanes)
+        for (std::vector<int32_t>* v : {&lane.position})
+            v->resize(static_cast<size_t>(longest));
+    for (LaneStats& lane : lanes.lanes)
+        for (std::vector<float>* v :
+             {&lane.accumulated, &lane.current, &lane.observed, &lane.key_norm})
+            if (!v->empty()) v->resize(static_cast<size_t>(longest));
+    lanes.slots = longest;
+    blocks.shrink(table, longest, owner);
 }
 
 }  // namespace kvscope

@@ -7,9 +7,13 @@
 // holds slots [i * block_size, (i + 1) * block_size) of every layer and KV head, and a token
 // appended to the sequence takes the next slot in every lane. Eviction is per lane: it turns
 // one lane's slot into a hole (SequenceLanes), which attention skips, while the other lanes keep
-// that token. Slots are never reordered, so slot order is position order and causality is a
-// comparison of slots. A full block whose slots are holes in every lane goes back to the pool
-// and leaves a hole in the block table (entry -1, a block_free event). The statistics the
+// that token. A full block whose slots are holes in every lane goes back to the pool and leaves
+// a hole in the block table (entry -1, a block_free event). With `compact`, after each step
+// every lane moves its last tokens into its earliest holes (token_move events), so each lane's
+// tokens are dense at the start of the table and the blocks past the longest lane go back:
+// a lane then holds ceil(kept / block_size) blocks. Moves only go to lower slots, and new
+// tokens always take slots past every kept one, so a key a query may see is always at a lower
+// slot (causality stays a comparison of slots); policies order by position. The statistics the
 // policies score by (accumulated and newest attention, the observation window's attention, key
 // norms) are gathered by the forward pass into the same lanes, in row order, so that what is
 // evicted never depends on threads or batching.
@@ -34,6 +38,7 @@ struct EvictionOptions {
     int32_t window = -1;        // h2o / snapkv recent window; -1: the policy's default
     int32_t observation = 32;   // snapkv observation window
     LayerBudget layer_budget = LayerBudget::kUniform;
+    bool compact = false;  // close holes after each step (token_move events)
 
     bool active() const { return policy != "none"; }
 };
@@ -66,7 +71,12 @@ struct SequenceLanes {
     // True when `slot` is a hole in every lane.
     bool hole_everywhere(int32_t slot) const;
     int32_t valid_tokens() const;  // summed over lanes
+    // Blocks of `table` holding at least one kept token, summed over lanes: what a cache
+    // allocating one block per lane would hold.
+    int64_t lane_blocks_held(const BlockTable& table, int32_t block_size) const;
 };
+
+class KvCacheStorage;
 
 class KvEvictor {
   public:
@@ -82,12 +92,14 @@ class KvEvictor {
     // lane. `computed` is the sequence's positions so far. Returns the tokens evicted.
     int64_t after_step(SequenceLanes& lanes, BlockTable& table, int32_t computed,
                        int32_t prompt_len, int32_t owner, BlockManager& blocks,
-                       const Reporter& reporter) const;
+                       KvCacheStorage& storage, const Reporter& reporter) const;
     // The per-lane budget of `layer` for a sequence of `computed` positions.
     int32_t budget(int32_t layer, int32_t computed) const;
 
   private:
     KvEvictor() = default;
+    void compact(SequenceLanes& lanes, BlockTable& table, int32_t owner, BlockManager& blocks,
+                 KvCacheStorage& storage, const Reporter& reporter) const;
     EvictionOptions options_;
     std::unique_ptr<EvictionPolicy> policy_;
     int32_t n_layers_ = 0;

@@ -462,8 +462,9 @@ bool Scheduler::step() {
     for (int32_t si : chunk_seq) {
         Sequence& s = seqs_[static_cast<size_t>(si)];
         if (s.lanes && s.state == SequenceState::kRunning)
-            totals_.tokens_evicted += options_.evictor->after_step(
-                *s.lanes, s.table, s.computed, s.prompt_len, s.index, engine_.blocks(), rep);
+            totals_.tokens_evicted +=
+                options_.evictor->after_step(*s.lanes, s.table, s.computed, s.prompt_len, s.index,
+                                             engine_.blocks(), engine_.kv(), rep);
     }
     schedule_s += seconds_since(t_sample) - sample_s;
     totals_.schedule_seconds += schedule_s;

@@ -14,6 +14,7 @@ constexpr std::array<std::string_view, kNumEventKinds> kKindNames = {
     "cow_copy",       "prefix_hit",     "prefix_miss", "block_evict",   "token_evict",
     "preempt",        "swap_out",       "swap_in",     "attention_row", "token",
     "kernel",         "hbm_sample",     "metric",      "block_hashed",  "request_admit",
+    "token_move",
 };
 }  // namespace
 

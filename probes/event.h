@@ -21,6 +21,7 @@
 //  prefix_miss    req      -      logical index     -                -             block hash   -             -
 //  block_evict    -        block  -                 -                -             block hash   -             reason
 //  token_evict    req      -      layer (-1 all)    KV head (-1 all) position      -            score         policy: reason
+//  token_move     req      block  layer             KV head          position      from slot << 32 | to slot (compaction)
 //  preempt        req      -      mode (Preempt)    blocks released  -             -            -             -
 //  swap_out/in    req      -      blocks moved      -                -             bytes        -             -
 //  attention_row  req      -      layer             head             query pos     -            -             - (payload: u8 probs)
@@ -66,8 +67,9 @@ enum class EventKind : uint8_t {
     kMetric,
     kBlockHashed,
     kRequestAdmit,
+    kTokenMove,
 };
-constexpr int kNumEventKinds = static_cast<int>(EventKind::kRequestAdmit) + 1;
+constexpr int kNumEventKinds = static_cast<int>(EventKind::kTokenMove) + 1;
 
 std::string_view event_kind_name(EventKind kind);
 // Inverse of event_kind_name; returns false for an unknown name.

@@ -20,6 +20,7 @@ bool names_block(EventKind k) {
         case EventKind::kCowCopy:
         case EventKind::kPrefixHit:
         case EventKind::kBlockEvict:
+        case EventKind::kTokenMove:
             return true;
         default:
             return false;

@@ -176,6 +176,38 @@ TEST(KvEviction, DecisionsDoNotDependOnTheThreadCount) {
     }
 }
 
+// --compact: every lane's kept tokens move into its earliest holes (each move reported, always
+// to a lower slot), so the sequence holds only as many blocks as its longest lane needs.
+TEST(KvEviction, CompactionClosesHolesAndGivesBlocksBack) {
+    const int32_t bs = 4, budget = 16;
+    for (const char* name : {"h2o", "tova", "knorm"}) {
+        EvictionOptions o = policy(name, budget);
+        o.compact = true;
+        Generated g = run(o, 60, 1, bs);
+        int64_t held = 0, peak = 0, moves = 0;
+        bool decoding = false, finished = false;
+        for (const Event& e : g.events) {
+            if (e.kind == EventKind::kToken && e.c == 0) decoding = true;
+            if (e.kind == EventKind::kRequestFinish) finished = true;
+            if (e.kind == EventKind::kBlockAlloc) ++held;
+            if (e.kind == EventKind::kBlockFree) --held;
+            if (e.kind == EventKind::kTokenMove) {
+                ++moves;
+                EXPECT_LT(e.wide & 0xffffffff, e.wide >> 32) << name << ": a move up";
+            }
+            if (decoding && e.step >= 1 && !finished) peak = std::max(peak, held);
+        }
+        EXPECT_GT(moves, 0) << name;
+        // The budget's blocks, and the one the next token goes into.
+        EXPECT_LE(peak, budget / bs + 1) << name;
+        EXPECT_EQ(g.ids.size(), 60u) << name;
+    }
+    // Nothing to evict, nothing to move: the same tokens as no policy at all.
+    EvictionOptions roomy = policy("h2o", 512);
+    roomy.compact = true;
+    EXPECT_EQ(run(roomy, 40).ids, run({}, 40).ids);
+}
+
 TEST(KvEviction, BadOptionsAreRefusedNamingTheFlag) {
     EvictionOptions o;
     EXPECT_FALSE(parse_kv_budget("0", o).ok());
