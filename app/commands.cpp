@@ -48,7 +48,8 @@ int run_cli(int argc, char** argv) {
     std::vector<Command> commands = {register_generate(cli), register_run(cli),
                                      register_workload(cli), register_inspect(cli),
                                      register_check(cli),    register_export(cli),
-                                     register_tokenize(cli), register_perplexity(cli)};
+                                     register_tokenize(cli), register_perplexity(cli),
+                                     register_eval(cli)};
 #ifdef KVSCOPE_HAVE_GUI
     GuiCommands gui = register_gui(cli);
     commands.insert(commands.end(), gui.commands.begin(), gui.commands.end());

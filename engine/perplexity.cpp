@@ -6,6 +6,14 @@
 
 namespace kvscope {
 
+double token_nll(const float* row, size_t vocab, int32_t target) {
+    float mx = *std::max_element(row, row + vocab);
+    double sum = 0;
+    for (size_t v = 0; v < vocab; ++v)
+        sum += std::exp(static_cast<double>(row[v] - mx));
+    return std::log(sum) + mx - row[target];
+}
+
 Result<PerplexityResult> perplexity(Engine& engine, const std::vector<int32_t>& tokens,
                                     int32_t n_ctx,
                                     const std::function<void(int32_t, int32_t)>& on_chunk) {
@@ -34,12 +42,8 @@ Result<PerplexityResult> perplexity(Engine& engine, const std::vector<int32_t>& 
         engine.blocks().free(table);
         if (!ran) return ran.error();
         for (int32_t i = n_ctx / 2; i < n_ctx - 1; ++i) {
-            const float* row = &logits[static_cast<size_t>(i) * V];
-            float mx = *std::max_element(row, row + V);
-            double sum = 0;
-            for (size_t v = 0; v < V; ++v)
-                sum += std::exp(static_cast<double>(row[v] - mx));
-            total += std::log(sum) + mx - row[chunk[static_cast<size_t>(i) + 1]];
+            total += token_nll(&logits[static_cast<size_t>(i) * V], V,
+                               chunk[static_cast<size_t>(i) + 1]);
             ++out.scored_tokens;
         }
         out.chunk_perplexity.push_back(std::exp(total / static_cast<double>(out.scored_tokens)));

@@ -21,6 +21,9 @@ struct PerplexityResult {
     std::vector<double> chunk_perplexity;  // running estimate after each chunk, as llama prints
 };
 
+// -log p(target) under the softmax of one row of logits, in double precision.
+double token_nll(const float* logits, size_t vocab, int32_t target);
+
 // `tokens` must start with BOS. Errors when n_ctx is below 2 or beyond the model's context,
 // the stream is shorter than one chunk, or the pool cannot hold a chunk.
 // `on_chunk(done, total)` is called after each chunk (progress on a terminal).

@@ -308,3 +308,85 @@ TEST(Cli, AnInstalledCopyFindsItsDataFromAnywhere) {
 
 }  // namespace
 }  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+// `kvscope eval`: a row per setting, the full cache first, and a setting that keeps everything
+// scores exactly what the full cache does.
+TEST(Cli, EvalComparesSettingsWithTheFullCache) {
+    std::string dir = test::temp_dir();
+    auto text = kvscope({"generate", "--prompt", "And God said,", "--max-tokens", "300",
+                         "--temperature", "0.8", "--seed", "3"});
+    ASSERT_EQ(text.exit_code, 0) << text.err;
+    std::string file = test::write_file(dir + "/text.txt", text.out + text.out);
+    auto r = kvscope({"eval", "--text", file, "--ctx", "96", "--agree-tokens", "12", "--chunks",
+                      "3", "--policy", "none,streaming,h2o", "--kv-budget", "25%,100%", "--compact",
+                      "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto rows = nlohmann::json::parse(r.out);
+    ASSERT_EQ(rows.size(), 5u);
+    EXPECT_EQ(rows[0]["policy"], "none");
+    EXPECT_EQ(rows[0]["kv_budget"], "full");
+    EXPECT_EQ(rows[0]["agreement"], 1.0);
+    for (const char* key : {"policy", "kv_budget", "kv_dtype", "perplexity", "agreement",
+                            "kv_bytes_peak", "tokens_evicted"})
+        EXPECT_TRUE(rows[1].contains(key)) << key;
+    const double full_bytes = rows[0]["kv_bytes_peak"].get<double>();
+    for (const auto& row : rows) {
+        if (row["kv_budget"] == "100%") {
+            EXPECT_EQ(row["perplexity"], rows[0]["perplexity"]) << row.dump();
+            EXPECT_EQ(row["agreement"], 1.0) << row.dump();
+            EXPECT_EQ(row["tokens_evicted"], 0) << row.dump();
+        }
+        if (row["kv_budget"] == "25%") {
+            EXPECT_GT(row["tokens_evicted"].get<int64_t>(), 0) << row.dump();
+            // A quarter of the tokens, and a block per lane of slack at most.
+            EXPECT_LE(row["kv_bytes_peak"].get<double>(), full_bytes * 0.25 + full_bytes / 6)
+                << row.dump();
+        }
+    }
+    // Bad settings are usage errors, found before any work.
+    for (const std::vector<std::string>& bad : {std::vector<std::string>{"--policy", "lru"},
+                                                {"--policy", "h2o", "--kv-budget", "0"},
+                                                {"--policy", "h2o", "--kv-budget", "150%"},
+                                                {"--policy", "streaming", "--kv-budget", "3"},
+                                                {"--kv-dtype", "fp8"}}) {
+        std::vector<std::string> args = {"eval", "--text", file};
+        args.insert(args.end(), bad.begin(), bad.end());
+        auto b = kvscope(args);
+        EXPECT_EQ(b.exit_code, 2) << bad[1] << ": " << b.err;
+        EXPECT_EQ(std::count(b.err.begin(), b.err.end(), '\n'), 1) << b.err;
+    }
+}
+
+// The eviction flags of generate and run: bad values are usage errors naming the flag.
+TEST(Cli, EvictionFlagsRefuseWhatCannotWork) {
+    struct Case {
+        std::vector<std::string> args;
+        const char* expect;
+    };
+    for (const Case& c : {Case{{"--policy", "h2o"}, "needs --kv-budget"},
+                          Case{{"--policy", "h2o", "--kv-budget", "0"}, "at least 1"},
+                          Case{{"--policy", "h2o", "--kv-budget", "150%"}, "percentage"},
+                          Case{{"--policy", "streaming", "--kv-budget", "4"}, "at least 5"},
+                          Case{{"--kv-budget", "10"}, "needs a --policy"},
+                          Case{{"--compact"}, "--compact needs a --policy"},
+                          Case{{"--policy", "lru"}, "--policy"}}) {
+        std::vector<std::string> args = {"generate", "--max-tokens", "4"};
+        args.insert(args.end(), c.args.begin(), c.args.end());
+        auto r = kvscope(args);
+        EXPECT_EQ(r.exit_code, 2) << c.expect << ": " << r.err;
+        EXPECT_NE(r.err.find(c.expect), std::string::npos) << r.err;
+    }
+    std::string dir = test::temp_dir();
+    std::string w =
+        test::write_file(dir + "/w.jsonl", "{\"prompt_ids\":[1,2,3],\"max_tokens\":4}\n");
+    auto contiguous = kvscope({"run", "--workload", w, "--policy", "h2o", "--kv-budget", "8",
+                               "--allocator", "contiguous"});
+    EXPECT_EQ(contiguous.exit_code, 2);
+    EXPECT_NE(contiguous.err.find("paged allocator"), std::string::npos) << contiguous.err;
+}
+
+}  // namespace
+}  // namespace kvscope
