@@ -54,11 +54,15 @@ Result<std::vector<Row>> plan_rows(const EvalOptions& o) {
     std::vector<Row> rows;
     rows.push_back({"none", "full", "f32", {}, {}, 1.0});
     for (const std::string& dtype : split_list(o.dtypes)) {
-        if (dtype != "f32")
-            return Error{"--kv-dtype " + dtype +
-                         " is not available yet: this build stores K/V as f32 only"};
+        auto parsed = parse_kv_dtype(dtype);
+        if (!parsed) return Error{"--kv-dtype: " + parsed.error().message};
+        if (o.compact && *parsed == KvDtype::kInt4)
+            return Error{"--compact cannot move int4 keys: they are quantized together per block"};
         for (const std::string& policy : split_list(o.policies)) {
-            if (policy == "none") continue;  // the full cache is the first row
+            if (policy == "none") {  // the full cache; in f32 it is the first row already
+                if (dtype != "f32") rows.push_back({"none", "full", dtype, {}, {}, 0.0});
+                continue;
+            }
             for (const std::string& budget : split_list(o.budgets)) {
                 Row r{policy, budget, dtype, {}, {}, 0.0};
                 r.eviction.policy = policy;
@@ -92,6 +96,7 @@ int run_eval(const EvalOptions& o) {
     ProgressLine progress;
     for (size_t i = 0; i < rows->size(); ++i) {
         Row& row = (*rows)[i];
+        eo.kv_dtype = *parse_kv_dtype(row.dtype);
         auto engine = Engine::create(model, eo);
         if (!engine) return fail(engine.error().message);
         std::unique_ptr<KvEvictor> evictor;

@@ -47,6 +47,7 @@ int run_generate(const GenerateOptions& o) {
     EngineOptions eo;
     eo.block_size = o.block_size;
     eo.threads = o.threads;
+    eo.kv_dtype = *o.eviction.dtype();  // checked before the model was loaded
     auto engine = Engine::create(model, eo);
     if (!engine) return fail(engine.error().message);
 

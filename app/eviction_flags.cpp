@@ -16,7 +16,16 @@ Result<EvictionOptions> EvictionFlags::options() const {
         if (Status s = parse_kv_budget(kv_budget, o); !s) return s.error();
     }
     if (Status s = validate_eviction_options(o); !s) return s.error();
+    if (auto d = dtype(); !d) return d.error();
     return o;
+}
+
+Result<KvDtype> EvictionFlags::dtype() const {
+    auto d = parse_kv_dtype(kv_dtype);
+    if (!d) return d.error();
+    if (compact && *d == KvDtype::kInt4)
+        return Error{"--compact cannot move int4 keys: they are quantized together per block"};
+    return d;
 }
 
 Result<std::shared_ptr<const KvEvictor>> EvictionFlags::evictor(int32_t n_layers) const {
@@ -48,6 +57,11 @@ void add_eviction_flags(CLI::App& sub, EvictionFlags& f) {
     sub.add_option("--layer-budget", f.layer_budget,
                    "uniform, or pyramid (lower layers keep more; the same total)")
         ->check(CLI::IsMember({"uniform", "pyramid"}))
+        ->capture_default_str();
+    sub.add_option("--kv-dtype", f.kv_dtype,
+                   "How K and V are stored: f32 | f16 | int8 (per token and head) | int4 (KIVI: "
+                   "keys per channel, values per token)")
+        ->check(CLI::IsMember({"f32", "f16", "int8", "int4"}))
         ->capture_default_str();
     sub.add_flag("--compact", f.compact,
                  "After each step move kept tokens into the holes, so blocks go back sooner "

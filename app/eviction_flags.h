@@ -1,12 +1,13 @@
 #pragma once
-// The token-eviction flags of generate, run, gui and eval: --policy, --kv-budget, --sinks,
-// --window, --layer-budget.
+// The flags of storing less, on generate, run and gui: token eviction (--policy, --kv-budget,
+// --sinks, --window, --layer-budget, --compact) and the KV dtype (--kv-dtype).
 
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
 
 #include "engine/kv_eviction.h"
+#include "engine/kv_quant.h"
 
 namespace kvscope::app {
 
@@ -17,6 +18,10 @@ struct EvictionFlags {
     int32_t window = -1;
     std::string layer_budget = "uniform";
     bool compact = false;
+    std::string kv_dtype = "f32";
+
+    // The dtype, or a message; --compact cannot move int4 keys (grouped over a block).
+    Result<KvDtype> dtype() const;
 
     // Null for --policy none; else the evictor, or a message naming the flag that is wrong.
     Result<std::shared_ptr<const KvEvictor>> evictor(int32_t n_layers) const;

@@ -11,6 +11,7 @@ EngineOptions ServingFlags::engine_options() const {
     e.num_blocks = num_blocks;
     e.block_size = block_size;
     e.threads = threads;
+    if (auto d = eviction.dtype(); d) e.kv_dtype = *d;  // checked with the other flags first
     return e;
 }
 
@@ -49,7 +50,8 @@ std::string ServingFlags::to_json() const {
                           {"sinks", eviction.sinks},
                           {"window", eviction.window},
                           {"layer_budget", eviction.layer_budget},
-                          {"compact", eviction.compact}}
+                          {"compact", eviction.compact},
+                          {"kv_dtype", eviction.kv_dtype}}
         .dump();
 }
 

@@ -135,10 +135,7 @@ Status CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
             BlockId block = chunk.table->blocks[static_cast<size_t>(at / kv_.block_size())];
             int slot = at % kv_.block_size();
             const float* kr = &k_[static_cast<size_t>(r) * c.kv_dim()];
-            std::memcpy(kv_.key(l, block, slot), kr,
-                        sizeof(float) * static_cast<size_t>(c.kv_dim()));
-            std::memcpy(kv_.value(l, block, slot), &v_[static_cast<size_t>(r) * c.kv_dim()],
-                        sizeof(float) * static_cast<size_t>(c.kv_dim()));
+            kv_.write(l, block, slot, kr, &v_[static_cast<size_t>(r) * c.kv_dim()]);
             if (chunk.lanes && chunk.lanes->want_key_norm)
                 for (int h = 0; h < c.n_kv_heads; ++h)
                     chunk.lanes->lane(l, h).key_norm[static_cast<size_t>(at)] =
@@ -210,6 +207,13 @@ void CpuForward::attention(const ForwardBatch& batch, int layer) {
         static_cast<int64_t>(n) * c.n_kv_heads, cost, [&](int64_t begin, int64_t end) {
             std::vector<float> scores(static_cast<size_t>(group) *
                                       static_cast<size_t>(max_slot + 1));
+            // Quantized caches: one block of one KV head, dequantized ([slot][head_dim]).
+            const bool in_place = kv_.dtype() == KvDtype::kF32;
+            std::vector<float> kbuf, vbuf;
+            if (!in_place) {
+                kbuf.resize(static_cast<size_t>(bs) * static_cast<size_t>(hd));
+                vbuf.resize(kbuf.size());
+            }
             for (int64_t task = begin; task < end; ++task) {
                 auto r = static_cast<size_t>(task / c.n_kv_heads);
                 const int kvh = static_cast<int>(task % c.n_kv_heads);
@@ -231,10 +235,22 @@ void CpuForward::attention(const ForwardBatch& batch, int layer) {
                             std::fill(sg, sg + span, kHole);
                             continue;
                         }
-                        const float* kb = kv_.key(layer, block, 0) + kv_off;
+                        // f32 is read in place (stride kv_dim); other dtypes are dequantized
+                        // once per block (stride head_dim) and scored the same way.
+                        const float* kb;
+                        size_t stride;
+                        if (in_place) {
+                            kb = kv_.key(layer, block, 0) + kv_off;
+                            stride = static_cast<size_t>(kv_dim);
+                        } else {
+                            if (g == 0)
+                                kv_.read_lane(layer, block, kvh, span, kbuf.data(), nullptr);
+                            kb = kbuf.data();
+                            stride = static_cast<size_t>(hd);
+                        }
                         const float* q = q0 + g * hd;
                         for (int s = 0; s < span; ++s)
-                            sg[s] = dot(q, kb + static_cast<size_t>(s) * kv_dim, hd) * scale;
+                            sg[s] = dot(q, kb + static_cast<size_t>(s) * stride, hd) * scale;
                         if (lane)
                             for (int s = 0; s < span; ++s)
                                 if (lane->position[static_cast<size_t>(t0 + s)] < 0) sg[s] = kHole;
@@ -271,14 +287,23 @@ void CpuForward::attention(const ForwardBatch& batch, int layer) {
                 for (int t0 = 0, blk = 0; t0 < len; t0 += bs, ++blk) {
                     const BlockId block = table.blocks[static_cast<size_t>(blk)];
                     if (block < 0) continue;
-                    const float* vb = kv_.value(layer, block, 0) + kv_off;
                     const int span = std::min(bs, len - t0);
+                    const float* vb;
+                    size_t stride;
+                    if (in_place) {
+                        vb = kv_.value(layer, block, 0) + kv_off;
+                        stride = static_cast<size_t>(kv_dim);
+                    } else {
+                        kv_.read_lane(layer, block, kvh, span, nullptr, vbuf.data());
+                        vb = vbuf.data();
+                        stride = static_cast<size_t>(hd);
+                    }
                     for (int g = 0; g < group; ++g) {
                         const float* pg = &scores[static_cast<size_t>(g) * len + t0];
                         float* out = out0 + g * hd;
                         for (int s = 0; s < span; ++s) {
                             if (lane && lane->position[static_cast<size_t>(t0 + s)] < 0) continue;
-                            const float* v = vb + static_cast<size_t>(s) * kv_dim;
+                            const float* v = vb + static_cast<size_t>(s) * stride;
                             const float a = pg[s];
                             for (int i = 0; i < hd; ++i)
                                 out[i] += a * v[i];

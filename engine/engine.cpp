@@ -60,7 +60,7 @@ Engine::Engine(std::shared_ptr<const LoadedModel> model, const EngineOptions& op
     : model_(std::move(model)),
       options_(resolve(model_->config, options)),
       pool_(options_.threads),
-      kv_(model_->config, options_.block_size, options_.num_blocks),
+      kv_(model_->config, options_.block_size, options_.num_blocks, options_.kv_dtype),
       blocks_(options_.num_blocks, options_.block_size, &kv_, &reporter_),
       forward_(model_->config, model_->weights, kv_, pool_) {}
 

@@ -10,6 +10,7 @@
 #include "engine/block_manager.h"
 #include "engine/cpu_forward.h"
 #include "engine/kv_cache.h"
+#include "engine/kv_quant.h"
 #include "engine/model_loader.h"
 #include "engine/reporter.h"
 #include "engine/thread_pool.h"
@@ -18,8 +19,9 @@ namespace kvscope {
 
 struct EngineOptions {
     int32_t block_size = 16;
-    int32_t num_blocks = 0;  // 0: enough for one sequence of the model's full context
-    int32_t threads = 0;     // 0: one per hardware thread
+    int32_t num_blocks = 0;            // 0: enough for one sequence of the model's full context
+    int32_t threads = 0;               // 0: one per hardware thread
+    KvDtype kv_dtype = KvDtype::kF32;  // how K and V are stored (kv_cache.h)
 };
 
 class Engine {

@@ -1,62 +1,99 @@
 #pragma once
-// Storage of the paged KV cache: for every layer, keys and values of `num_blocks` blocks.
+// Storage of the paged KV cache: for every layer, keys and values of `num_blocks` blocks, in the
+// dtype the run asked for.
 //
-// Layout (per layer, K and V alike), fp32:
-//   [num_blocks][block_size][n_kv_heads][head_dim]
-// so one block of one layer is a contiguous run of block_size * kv_dim floats: copy-on-write
-// and swapping move whole blocks with one memcpy per layer, and attention reads the keys of
-// one token and head as head_dim contiguous floats.
+// Layout, per layer, K and V alike: [num_blocks][block_size][n_kv_heads][head_dim] elements, so
+// one block of one layer is a contiguous run: copy-on-write and swapping move whole blocks, and
+// attention reads one token's head as head_dim neighbours.
+//   f32   the elements as they are (the reference; attention reads them in place)
+//   f16   IEEE half per element
+//   int8  int8 elements, and one f32 scale per (block, slot, KV head), K and V alike
+//   int4  two elements per byte (KIVI): values grouped per token and KV head (a scale and a
+//         minimum per group of 32 channels); keys grouped per channel over the tokens of a
+//         block (a scale and a minimum per block, KV head and channel: KIVI's groups of 32
+//         tokens are a block here, 16 by default, 32 with --block-size 32). A block's keys are
+//         kept in f32 until its last slot is written, then quantized together: the newest
+//         tokens stay in full precision until their group fills, as KIVI does.
+// Every dtype but f32 is dequantized inside attention (read_lane()).
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "engine/block_pool.h"
+#include "engine/kv_quant.h"
 #include "engine/model_config.h"
 
 namespace kvscope {
 
 class KvCacheStorage {
   public:
-    KvCacheStorage(const ModelConfig& config, int32_t block_size, int32_t num_blocks);
+    KvCacheStorage(const ModelConfig& config, int32_t block_size, int32_t num_blocks,
+                   KvDtype dtype = KvDtype::kF32);
 
+    KvDtype dtype() const { return dtype_; }
     int32_t block_size() const { return block_size_; }
     int32_t num_blocks() const { return num_blocks_; }
     int32_t kv_dim() const { return kv_dim_; }
     int32_t n_layers() const { return n_layers_; }
-    // Bytes of K and V of one block over all layers.
+    // Bytes of K and V of one block over all layers, scales included (the f32 keys an int4
+    // block keeps until it fills are counted by open_block_bytes()).
     size_t bytes_per_block() const;
+    // The f32 keys int4 keeps for blocks not yet full, in bytes, for `block`.
+    size_t open_block_bytes(BlockId block) const;
 
+    // f32 only: the elements in place.
     float* key(int layer, BlockId block, int slot) {
-        return keys_[static_cast<size_t>(layer)].data() + offset(block, slot);
+        return f32(layers_[static_cast<size_t>(layer)].k, block, slot);
     }
     float* value(int layer, BlockId block, int slot) {
-        return values_[static_cast<size_t>(layer)].data() + offset(block, slot);
+        return f32(layers_[static_cast<size_t>(layer)].v, block, slot);
     }
     const float* key(int layer, BlockId block, int slot) const {
-        return keys_[static_cast<size_t>(layer)].data() + offset(block, slot);
+        return const_cast<KvCacheStorage*>(this)->key(layer, block, slot);
     }
     const float* value(int layer, BlockId block, int slot) const {
-        return values_[static_cast<size_t>(layer)].data() + offset(block, slot);
+        return const_cast<KvCacheStorage*>(this)->value(layer, block, slot);
     }
+
+    // Stores one token's K and V (kv_dim floats each) at `slot` of `block`, in the cache's dtype.
+    void write(int layer, BlockId block, int slot, const float* k, const float* v);
+    // Slots [0, count) of one KV head of a block, dequantized: k and v get [count][head_dim]
+    // (either may be null: only the other is read).
+    void read_lane(int layer, BlockId block, int kv_head, int count, float* k, float* v) const;
+    // Compaction: one KV head's token moves to another slot (not for int4, whose keys are
+    // grouped over a block).
+    void move_lane(int layer, int kv_head, BlockId from, int from_slot, BlockId to, int to_slot);
 
     void copy_block(BlockId src, BlockId dst);
-    // One block of every layer as [layer][K|V][block_size * kv_dim], for swapping to host.
-    void save_block(BlockId block, std::vector<float>& out) const;
-    void load_block(BlockId block, const std::vector<float>& in);
+    // One block of every layer as bytes, for swapping to host, and back.
+    void save_block(BlockId block, std::vector<uint8_t>& out) const;
+    void load_block(BlockId block, const std::vector<uint8_t>& in);
 
   private:
-    size_t offset(BlockId block, int slot) const {
-        return (static_cast<size_t>(block) * static_cast<size_t>(block_size_) +
-                static_cast<size_t>(slot)) *
-               static_cast<size_t>(kv_dim_);
+    struct Layer {
+        std::vector<uint8_t> k, v;            // elements
+        std::vector<float> k_scale, v_scale;  // int8: per slot and head; int4 v: per slot,
+                                              // head and group (scale, min pairs)
+        std::vector<float> k_params;          // int4 keys: per block, head, channel (scale, min)
+        std::map<BlockId, std::vector<float>> open_keys;  // int4: f32 keys of blocks not full
+    };
+    size_t elem_bytes_per_block() const;  // K (or V) elements of one block, one layer
+    size_t slot_index(BlockId block, int slot) const {
+        return static_cast<size_t>(block) * static_cast<size_t>(block_size_) +
+               static_cast<size_t>(slot);
     }
-    size_t block_floats() const {
-        return static_cast<size_t>(block_size_) * static_cast<size_t>(kv_dim_);
+    float* f32(std::vector<uint8_t>& elems, BlockId block, int slot) {
+        return reinterpret_cast<float*>(elems.data()) +
+               slot_index(block, slot) * static_cast<size_t>(kv_dim_);
     }
+    void quantize_block_keys(Layer& L, BlockId block);
+    int groups_per_head() const { return (head_dim_ + 31) / 32; }
 
-    int32_t block_size_, num_blocks_, kv_dim_, n_layers_;
-    std::vector<std::vector<float>> keys_, values_;
+    KvDtype dtype_;
+    int32_t block_size_, num_blocks_, kv_dim_, n_layers_, n_kv_heads_, head_dim_;
+    std::vector<Layer> layers_;
 };
 
 }  // namespace kvscope

@@ -179,7 +179,6 @@ void KvEvictor::compact(SequenceLanes& lanes, BlockTable& table, int32_t owner,
                         BlockManager& blocks, KvCacheStorage& storage,
                         const Reporter& reporter) const {
     const int32_t bs = blocks.block_size();
-    const int32_t hd = storage.kv_dim() / std::max(lanes.n_kv_heads, 1);
     // A hole may take a token only where this sequence owns the block alone: a block given
     // back is gone, and writing into a shared one (parallel samples) would change another
     // sequence's cache.
@@ -201,11 +200,7 @@ void KvEvictor::compact(SequenceLanes& lanes, BlockTable& table, int32_t owner,
                 if (lo >= hi) break;
                 const BlockId from = table.blocks[static_cast<size_t>(hi / bs)];
                 const BlockId to = table.blocks[static_cast<size_t>(lo / bs)];
-                const int off = kvh * hd;
-                std::copy_n(storage.key(layer, from, hi % bs) + off, hd,
-                            storage.key(layer, to, lo % bs) + off);
-                std::copy_n(storage.value(layer, from, hi % bs) + off, hd,
-                            storage.value(layer, to, lo % bs) + off);
+                storage.move_lane(layer, kvh, from, hi % bs, to, lo % bs);
                 auto l = static_cast<size_t>(lo), h = static_cast<size_t>(hi);
                 for (std::vector<float>* v :
                      {&lane.accumulated, &lane.current, &lane.observed, &lane.key_norm})

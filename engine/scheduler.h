@@ -53,7 +53,7 @@ struct Sequence {
     int32_t computed = 0;  // tokens whose K/V are in the cache
     BlockTable table;
     Sampler sampler{1, {}};
-    std::vector<std::vector<float>> host_blocks;  // while swapped
+    std::vector<std::vector<uint8_t>> host_blocks;  // while swapped
     int32_t preemptions = 0;
     int64_t finished_step = -1;
     FinishReason finish = FinishReason::kLength;
