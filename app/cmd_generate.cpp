@@ -64,7 +64,7 @@ int run_generate(const GenerateOptions& o) {
 
     std::unique_ptr<Recorder> recorder;
     if (!o.record.empty()) {
-        auto rec = start_recording(o.record, **engine, "paged", "{}", o.force);
+        auto rec = start_recording(o.record, **engine, "paged", o.eviction.to_json(), o.force);
         if (!rec) return fail(rec.error().message);
         recorder = std::move(rec).value();
     }

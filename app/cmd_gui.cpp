@@ -65,6 +65,7 @@ std::vector<Request> demo_workload(const LoadedModel& m) {
 }
 
 int run_gui(GuiOptions& o) {
+    if (auto e = o.serving.eviction.options(); !e) return usage_error(e.error().message);
     if (o.backend != "cpu")
         return fail("--backend " + o.backend +
                     " is not available in this build: the CPU backend is the only one so far");
@@ -104,6 +105,12 @@ int run_gui(GuiOptions& o) {
     s.prefix_cache = o.serving.prefix_cache == "on";
     s.preempt = o.serving.preempt;
     s.capture_attention = o.serving.capture_attention;
+    s.policy = o.serving.eviction.policy;
+    s.kv_budget = o.serving.eviction.kv_budget;
+    s.sinks = o.serving.eviction.sinks;
+    s.layer_budget = o.serving.eviction.layer_budget;
+    s.compact = o.serving.eviction.compact;
+    s.kv_dtype = o.serving.eviction.kv_dtype;
     s.record = o.record;
     s.record_path = o.record_path;
     s.record_force = o.window.force;

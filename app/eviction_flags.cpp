@@ -1,5 +1,7 @@
 #include "app/eviction_flags.h"
 
+#include <nlohmann/json.hpp>
+
 namespace kvscope::app {
 
 Result<EvictionOptions> EvictionFlags::options() const {
@@ -18,6 +20,14 @@ Result<EvictionOptions> EvictionFlags::options() const {
     if (Status s = validate_eviction_options(o); !s) return s.error();
     if (auto d = dtype(); !d) return d.error();
     return o;
+}
+
+std::string EvictionFlags::to_json() const {
+    return nlohmann::json{
+        {"policy", policy},    {"kv_budget", kv_budget},       {"sinks", sinks},
+        {"window", window},    {"layer_budget", layer_budget}, {"compact", compact},
+        {"kv_dtype", kv_dtype}}
+        .dump();
 }
 
 Result<KvDtype> EvictionFlags::dtype() const {

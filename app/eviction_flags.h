@@ -26,6 +26,8 @@ struct EvictionFlags {
     // Null for --policy none; else the evictor, or a message naming the flag that is wrong.
     Result<std::shared_ptr<const KvEvictor>> evictor(int32_t n_layers) const;
     Result<EvictionOptions> options() const;
+    // The flags as a JSON object, recorded with sessions.
+    std::string to_json() const;
 };
 
 void add_eviction_flags(CLI::App& sub, EvictionFlags& flags);

@@ -13,6 +13,17 @@
 
 namespace kvscope::app {
 
+EvictionFlags eviction_flags(const LiveSettings& s) {
+    EvictionFlags f;
+    f.policy = s.policy;
+    f.kv_budget = s.kv_budget;
+    f.sinks = s.sinks;
+    f.layer_budget = s.layer_budget;
+    f.compact = s.compact;
+    f.kv_dtype = s.kv_dtype;
+    return f;
+}
+
 Result<std::unique_ptr<LiveController>> LiveController::create(
     std::shared_ptr<const LoadedModel> model, std::vector<Request> workload,
     std::string workload_name, const LiveSettings& settings, int threads) {
@@ -44,10 +55,14 @@ Status LiveController::start() {
         std::error_code ec;
         std::filesystem::remove(session_path_, ec);
     }
+    EvictionFlags storing = eviction_flags(settings_);
     EngineOptions eo;
     eo.block_size = settings_.block_size;
     eo.num_blocks = settings_.num_blocks;
     eo.threads = threads_;
+    auto dtype = storing.dtype();
+    if (!dtype) return dtype.error();
+    eo.kv_dtype = *dtype;
     auto engine = Engine::create(model_, eo);
     if (!engine) return engine.error();
     engine_ = std::move(engine).value();
@@ -59,6 +74,11 @@ Status LiveController::start() {
     auto capture = parse_attention_spec(settings_.capture_attention, model_->config);
     if (!capture) return capture.error();
     so.capture_attention = capture.value();
+    auto evictor = storing.evictor(model_->config.n_layers);
+    if (!evictor) return evictor.error();
+    so.evictor = std::move(evictor).value();
+    if (so.evictor && so.allocator == Allocator::kContiguous)
+        return Error{"token eviction needs the paged allocator"};
     problem_.clear();
     // The first run may replace a file at the record path when forced; a restart's run never
     // replaces the one before it.
@@ -68,7 +88,8 @@ Status LiveController::start() {
                                             .string()
                     : replace ? settings_.record_path
                               : first_free_path(settings_.record_path);
-    nlohmann::json options = {{"workload", workload_name_}};
+    nlohmann::json options = nlohmann::json::parse(storing.to_json());
+    options["workload"] = workload_name_;
     auto rec = start_recording(session_path_, *engine_, settings_.allocator, options.dump(),
                                replace || !settings_.record);
     if (!rec) return rec.error();
@@ -103,6 +124,10 @@ bool LiveController::finished() const {
 }
 
 Status LiveController::restart(const LiveSettings& settings) {
+    // Settings that cannot work are refused before the run that is there is given up.
+    if (auto o = eviction_flags(settings).options(); !o) return o.error();
+    if (settings.policy != "none" && settings.allocator == "contiguous")
+        return Error{"token eviction needs the paged allocator"};
     settings_ = settings;
     return start();
 }

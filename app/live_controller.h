@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "app/eviction_flags.h"
 #include "engine/engine.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
@@ -15,6 +16,9 @@
 #include "ui/controller.h"
 
 namespace kvscope::app {
+
+// The live settings' storing-less part, as the command-line flags hold it.
+EvictionFlags eviction_flags(const LiveSettings& settings);
 
 class LiveController : public Controller {
   public:

@@ -37,22 +37,16 @@ Result<ServingOptions> ServingFlags::serving_options(const ModelConfig& config) 
 }
 
 std::string ServingFlags::to_json() const {
-    return nlohmann::json{{"num_blocks", num_blocks},
-                          {"block_size", block_size},
-                          {"max_batch_tokens", max_batch_tokens},
-                          {"max_running", max_running},
-                          {"allocator", allocator},
-                          {"prefix_cache", prefix_cache},
-                          {"preempt", preempt},
-                          {"swap_blocks", swap_blocks},
-                          {"policy", eviction.policy},
-                          {"kv_budget", eviction.kv_budget},
-                          {"sinks", eviction.sinks},
-                          {"window", eviction.window},
-                          {"layer_budget", eviction.layer_budget},
-                          {"compact", eviction.compact},
-                          {"kv_dtype", eviction.kv_dtype}}
-        .dump();
+    nlohmann::json j = {{"num_blocks", num_blocks},
+                        {"block_size", block_size},
+                        {"max_batch_tokens", max_batch_tokens},
+                        {"max_running", max_running},
+                        {"allocator", allocator},
+                        {"prefix_cache", prefix_cache},
+                        {"preempt", preempt},
+                        {"swap_blocks", swap_blocks}};
+    j.update(nlohmann::json::parse(eviction.to_json()));
+    return j.dump();
 }
 
 void add_serving_flags(CLI::App& sub, ServingFlags& f) {

@@ -151,6 +151,8 @@ int64_t KvEvictor::after_step(SequenceLanes& lanes, BlockTable& table, int32_t c
                     Event e;
                     e.kind = EventKind::kTokenEvict;
                     e.request = owner;
+                    e.block = table.blocks[static_cast<size_t>(c.slot / blocks.block_size())];
+                    e.wide = c.slot;
                     e.a = layer;
                     e.b = kvh;
                     e.c = c.position;

@@ -20,7 +20,7 @@
 //  prefix_hit     req      block  logical index     tokens reused    -             block hash   -             -
 //  prefix_miss    req      -      logical index     -                -             block hash   -             -
 //  block_evict    -        block  -                 -                -             block hash   -             reason
-//  token_evict    req      -      layer (-1 all)    KV head (-1 all) position      -            score         policy: reason
+//  token_evict    req      block  layer (-1 all)    KV head (-1 all) position      slot         score         policy: reason
 //  token_move     req      block  layer             KV head          position      from slot << 32 | to slot (compaction)
 //  preempt        req      -      mode (Preempt)    blocks released  -             -            -             -
 //  swap_out/in    req      -      blocks moved      -                -             bytes        -             -

@@ -110,6 +110,16 @@ Result<std::unique_ptr<SessionReader>> SessionReader::open(const std::string& pa
         i.head_dim = run.value("head_dim", 0);
         i.vocab_size = run.value("vocab_size", 0);
         i.options_json = run.value("options", "");
+        // The storing-less settings, when the run had any (older files have none).
+        auto options = nlohmann::json::parse(i.options_json, nullptr, false);
+        if (options.is_object()) {
+            if (options.contains("policy") && options["policy"].is_string())
+                i.eviction_policy = options["policy"].get<std::string>();
+            if (options.contains("sinks") && options["sinks"].is_number_integer())
+                i.eviction_sinks = options["sinks"].get<int32_t>();
+            if (options.contains("kv_dtype") && options["kv_dtype"].is_string())
+                i.kv_dtype = options["kv_dtype"].get<std::string>();
+        }
         i.weight_bytes = run.value("weight_bytes", int64_t{0});
         i.kv_bytes_per_block = run.value("kv_bytes_per_block", int64_t{0});
     } catch (const std::exception& e) {

@@ -116,6 +116,21 @@ void TimelineState::apply(const Event& e) {
             }
             break;
         }
+        case EventKind::kTokenEvict:
+            if (valid_block(*this, e.block)) ++blocks[static_cast<size_t>(e.block)].lane_holes;
+            break;
+        case EventKind::kTokenMove: {
+            // A kept token moves down into a hole: its old slot becomes the hole.
+            if (valid_block(*this, e.block)) --blocks[static_cast<size_t>(e.block)].lane_holes;
+            auto it = requests.find(e.request);
+            const auto from = static_cast<size_t>(static_cast<uint64_t>(e.wide) >> 32);
+            const auto bs = static_cast<size_t>(std::max(info.block_size, 1));
+            if (it != requests.end() && from / bs < it->second.block_table.size()) {
+                int32_t b = it->second.block_table[from / bs];
+                if (valid_block(*this, b)) ++blocks[static_cast<size_t>(b)].lane_holes;
+            }
+            break;
+        }
         case EventKind::kBlockHashed:
             if (valid_block(*this, e.block))
                 blocks[static_cast<size_t>(e.block)].hash = static_cast<uint64_t>(e.wide);
@@ -164,7 +179,8 @@ namespace {
 //   metrics: count, then name id, f64 LE
 // Interning the texts keeps a keyframe of a long run small: a token costs about three bytes.
 constexpr char kKeyframeMagic[4] = {'K', 'V', 'K', 'F'};
-constexpr uint8_t kKeyframeVersion = 2;
+// 3 added each block's lane_holes; version 2 keyframes (without them) still load.
+constexpr uint8_t kKeyframeVersion = 3;
 
 struct StringTable {
     std::unordered_map<std::string, uint32_t> ids;
@@ -201,6 +217,7 @@ std::vector<uint8_t> TimelineState::serialize() const {
         if (b.hash) put_bytes(body, &*b.hash, 8);
         put_signed(body, b.alloc_step);
         put_signed(body, b.alloc_owner);
+        put_signed(body, b.lane_holes);
     }
     put(body, requests.size());
     for (const auto& [i, r] : requests) {
@@ -244,7 +261,8 @@ std::optional<TimelineState> TimelineState::deserialize(const std::vector<uint8_
                                                         const RunInfo& info, std::string& error) {
     if (bytes.size() < 5 || std::memcmp(bytes.data(), kKeyframeMagic, 4) != 0)
         return deserialize_cbor_keyframe(bytes, info, error);
-    if (bytes[4] != kKeyframeVersion) {
+    const uint8_t version = bytes[4];
+    if (version != kKeyframeVersion && version != 2) {
         error = "keyframe has an unknown version " + std::to_string(bytes[4]);
         return std::nullopt;
     }
@@ -309,6 +327,7 @@ std::optional<TimelineState> TimelineState::deserialize(const std::vector<uint8_
         }
         in.get_signed(b.alloc_step);
         in.get_i32(b.alloc_owner);
+        if (version >= 3) in.get_i32(b.lane_holes);
     }
     size_t n_requests = 0;
     in.get_count(n_requests);
@@ -365,7 +384,7 @@ bool TimelineState::operator==(const TimelineState& o) const {
             std::sort(oa.begin(), oa.end());
             std::sort(ob.begin(), ob.end());
             if (a.refcount != b.refcount || oa != ob || a.hash != b.hash ||
-                a.alloc_step != b.alloc_step)
+                a.alloc_step != b.alloc_step || a.lane_holes != b.lane_holes)
                 return false;
         }
         return true;

@@ -27,6 +27,10 @@ struct RunInfo {
     int64_t weight_bytes = 0;        // model weights as the backend holds them
     int64_t kv_bytes_per_block = 0;  // K and V of one block over all layers
     std::string options_json;        // everything else the run was configured with
+    // Read from options_json by the session reader, for the panels that show them.
+    std::string eviction_policy = "none";
+    int32_t eviction_sinks = 0;
+    std::string kv_dtype = "f32";
 };
 
 struct BlockState {
@@ -35,6 +39,9 @@ struct BlockState {
     std::optional<uint64_t> hash;  // full block registered in the prefix cache
     int64_t alloc_step = -1;
     int32_t alloc_owner = -1;
+    // Token eviction: slots of one layer's KV head (lane slots) in this block whose token was
+    // evicted, out of block_size x layers x KV heads; compaction moves fill them again.
+    int32_t lane_holes = 0;
     bool free() const { return refcount == 0; }
     bool cached() const { return refcount == 0 && hash.has_value(); }
 };

@@ -20,6 +20,13 @@ struct LiveSettings {
     bool prefix_cache = true;
     std::string preempt = "recompute";  // recompute | swap
     std::string capture_attention = "all";
+    // Storing less: token eviction and the KV dtype (as the run command's flags take them).
+    std::string policy = "none";
+    std::string kv_budget;  // "N" tokens or "P%"
+    int sinks = 4;
+    std::string layer_budget = "uniform";
+    bool compact = false;
+    std::string kv_dtype = "f32";
     bool record = false;  // keep the session file after the run
     std::string record_path = "kvscope-live.kvs";
     // Replace a file at record_path (--force). Without it, and for every run after a restart,

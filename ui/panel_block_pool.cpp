@@ -57,6 +57,19 @@ void draw_block_pool_panel(UiContext& ctx, Side side) {
     ImGui::Text("%d blocks x %d tokens (%s)  used %d  free %d  cached %d", n, bs,
                 s->info.allocator.c_str(), s->blocks_used(), n - s->blocks_used(),
                 s->blocks_cached());
+    // Real bytes: a quantized cache's blocks are smaller (scales included).
+    if (s->info.kv_bytes_per_block > 0)
+        text_disabled_wrapped(
+            "K/V " + s->info.kv_dtype + ": " + std::to_string(s->info.kv_bytes_per_block / 1024) +
+            " KiB a block" +
+            (s->info.eviction_policy != "none"
+                 ? "; eviction " + s->info.eviction_policy + " (paler: blocks with evicted slots)"
+                 : ""));
+    // Token eviction: the share of a block's slots (over layers and KV heads) still holding.
+    const int lanes = std::max(1, s->info.n_layers * std::max(s->info.n_kv_heads, 1));
+    auto kept_share = [&](const BlockState& st) {
+        return 1.0f - static_cast<float>(st.lane_holes) / static_cast<float>(bs * lanes);
+    };
     {  // Legend, drawn with the same marks as the cells.
         ImDrawList* dl = ImGui::GetWindowDrawList();
         float h = ImGui::GetTextLineHeight();
@@ -94,7 +107,7 @@ void draw_block_pool_panel(UiContext& ctx, Side side) {
                          : shade(owner_color(st.owners.empty() ? st.alloc_owner : st.owners.front(),
                                              ctx.view.palette),
                                  static_cast<float>(info[static_cast<size_t>(b)].fill) /
-                                     static_cast<float>(bs));
+                                     static_cast<float>(bs) * kept_share(st));
         if (st.refcount > 1)
             c = (c & 0xff000000u) | ((c & 0x00fefefe) >> 1) | 0x00808080u;  // shared: paler
         pixels[static_cast<size_t>(b)] = c;
@@ -179,6 +192,9 @@ void draw_block_pool_panel(UiContext& ctx, Side side) {
         ImGui::BeginTooltip();
         ImGui::Text("block %d", b);
         ImGui::Text("refcount %d%s", st.refcount, st.refcount > 1 ? " (shared)" : "");
+        if (st.lane_holes > 0)
+            ImGui::Text("%d of %d slots (x layers x KV heads) evicted: %.0f%% still held",
+                        st.lane_holes, bs * lanes, 100.0 * kept_share(st));
         if (st.hash)
             ImGui::Text("prefix hash %016llx%s", static_cast<unsigned long long>(*st.hash),
                         st.cached() ? " (cached, free)" : "");

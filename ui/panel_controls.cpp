@@ -60,8 +60,49 @@ void draw_controls_panel(UiContext& ctx) {
             st.preempt = pre ? "swap" : "recompute";
             changed = true;
         }
-        text_disabled_wrapped("eviction policy: none (token eviction comes later)");
-        text_disabled_wrapped("KV dtype: fp32");
+        // Storing less: each change restarts the run, like the pool settings above.
+        static const char* const policies[] = {"none",   "streaming", "h2o",
+                                               "snapkv", "tova",      "knorm"};
+        int policy = 0;
+        for (int i = 0; i < 6; ++i)
+            if (st.policy == policies[i]) policy = i;
+        ImGui::SetNextItemWidth(120);
+        if (ImGui::Combo("eviction", &policy, "none\0streaming\0h2o\0snapkv\0tova\0knorm\0")) {
+            st.policy = policies[policy];
+            if (st.policy != "none" && st.kv_budget.empty()) st.kv_budget = "50%";
+            if (st.policy == "none") st.kv_budget.clear();
+            changed = true;
+        }
+        if (st.policy != "none") {
+            static char budget[32];
+            std::snprintf(budget, sizeof budget, "%s", st.kv_budget.c_str());
+            ImGui::SetNextItemWidth(120);
+            if (ImGui::InputText("budget", budget, sizeof budget,
+                                 ImGuiInputTextFlags_EnterReturnsTrue)) {
+                st.kv_budget = budget;
+                changed = true;
+            }
+            if (ImGui::IsItemHovered())
+                ImGui::SetTooltip("Tokens each layer's KV head keeps: N, or P%% of the sequence");
+            ImGui::SetNextItemWidth(120);
+            changed |= ImGui::InputInt("sinks", &st.sinks);
+            int pyramid = st.layer_budget == "pyramid";
+            ImGui::SetNextItemWidth(120);
+            if (ImGui::Combo("per layer", &pyramid, "uniform\0pyramid\0")) {
+                st.layer_budget = pyramid ? "pyramid" : "uniform";
+                changed = true;
+            }
+            changed |= ImGui::Checkbox("compact", &st.compact);
+        }
+        static const char* const dtypes[] = {"f32", "f16", "int8", "int4"};
+        int dtype = 0;
+        for (int i = 0; i < 4; ++i)
+            if (st.kv_dtype == dtypes[i]) dtype = i;
+        ImGui::SetNextItemWidth(120);
+        if (ImGui::Combo("KV dtype", &dtype, "f32\0f16\0int8\0int4\0")) {
+            st.kv_dtype = dtypes[dtype];
+            changed = true;
+        }
         changed |= ImGui::Checkbox("record", &st.record);
         std::string recording = c.recording_path();
         text_disabled_wrapped(st.record ? "to " + (recording.empty() ? st.record_path : recording)
@@ -70,6 +111,7 @@ void draw_controls_panel(UiContext& ctx) {
             st.block_size = std::clamp(st.block_size, 1, 4096);
             st.num_blocks = std::clamp(st.num_blocks, 1, 1 << 20);
             st.max_batch_tokens = std::clamp(st.max_batch_tokens, 1, 1 << 20);
+            st.sinks = std::clamp(st.sinks, 0, 1 << 20);
             Status s = c.restart(st);
             v.message = s.ok() ? "Restarted with the new settings." : s.error().message;
             v.cursor = 0;

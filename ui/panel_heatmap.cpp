@@ -111,18 +111,27 @@ void draw_heatmap_panel(UiContext& ctx) {
     const int kv_group =
         std::max(1, s->info.n_kv_heads > 0 ? s->info.n_heads / s->info.n_kv_heads : 1);
     std::vector<uint8_t> evicted(static_cast<size_t>(n), 0);
+    std::vector<const Event*> evicted_by(static_cast<size_t>(n), nullptr);  // for the tooltip
     for (const Event& e : ctx.eviction_log())
         if (e.kind == EventKind::kTokenEvict && e.request == v.heat_request && e.step <= v.cursor &&
             (e.a < 0 || e.a == v.heat_layer) && (e.b < 0 || e.b == v.heat_head / kv_group) &&
-            e.c >= 0 && e.c < n)
+            e.c >= 0 && e.c < n) {
             evicted[static_cast<size_t>(e.c)] = 1;
+            if (!evicted_by[static_cast<size_t>(e.c)]) evicted_by[static_cast<size_t>(e.c)] = &e;
+        }
+    const bool evicting = s->info.eviction_policy != "none";
+    if (evicting)
+        text_disabled_wrapped("Top strip: what " + s->info.eviction_policy +
+                              " keeps (blue), its sinks (orange), what it evicted (grey).");
 
     // Rows missing at the top are a question every first look asks: say why.
     if (!captured_q.empty() && captured_q.front() > 0)
         text_disabled_wrapped("Query rows 0-" + std::to_string(captured_q.front() - 1) +
                               " were not computed here (prefix cache hit) or not captured.");
     ImVec2 avail = ImGui::GetContentRegionAvail();
-    float side = std::max(32.0f, std::min(avail.x, avail.y - 4));
+    float side = std::max(
+        32.0f,
+        std::min(avail.x, avail.y - 4 - (evicting ? std::max(3.0f, 4.0f * v.font_scale) : 0)));
     v.heat_zoom = std::clamp(v.heat_zoom, 1.0f, static_cast<float>(n));
     float span = static_cast<float>(n) / v.heat_zoom;
     v.heat_pan_x = std::clamp(v.heat_pan_x, 0.0f, static_cast<float>(n) - span);
@@ -195,12 +204,30 @@ void draw_heatmap_panel(UiContext& ctx) {
         }
         texture.upload(res, res, pixels);
     }
+    const float px_per_pos = side / span;
+    if (evicting) {
+        // What the policy keeps at this step, key by key, in a strip above the map, at any zoom.
+        const int sinks = s->info.eviction_policy == "streaming" ? s->info.eviction_sinks : 0;
+        const float strip = std::max(3.0f, 4.0f * v.font_scale);
+        ImVec2 at = ImGui::GetCursorScreenPos();
+        ImGui::Dummy(ImVec2(side, strip));
+        ImDrawList* strip_dl = ImGui::GetWindowDrawList();
+        for (int k = static_cast<int>(v.heat_pan_x); k < n && k < v.heat_pan_x + span + 1; ++k) {
+            float x0 = at.x + (static_cast<float>(k) - v.heat_pan_x) * px_per_pos;
+            uint32_t color = evicted[static_cast<size_t>(k)] ? 0xff9a9a9a
+                             : k < sinks                     ? 0xff00a0ff
+                                                             : 0xffe6b45a;
+            strip_dl->AddRectFilled(
+                ImVec2(std::max(x0, at.x), at.y),
+                ImVec2(std::min(x0 + std::max(px_per_pos, 1.0f), at.x + side), at.y + strip - 1),
+                color);
+        }
+    }
     ImVec2 origin = ImGui::GetCursorScreenPos();
     ImGui::InvisibleButton("##heat", ImVec2(side, side));
     ImDrawList* dl = ImGui::GetWindowDrawList();
     dl->AddImage(texture.imgui_id(), origin, ImVec2(origin.x + side, origin.y + side));
     // Block boundaries as grid lines, while they are at least 4 pixels apart.
-    float px_per_pos = side / span;
     int bs = s->info.block_size;
     if (px_per_pos * static_cast<float>(bs) >= 4.0f) {
         for (int k = (static_cast<int>(v.heat_pan_x) / bs + 1) * bs; k < v.heat_pan_x + span;
@@ -255,8 +282,10 @@ void draw_heatmap_panel(UiContext& ctx) {
         ImGui::BeginTooltip();
         ImGui::Text("query %d \"%s\"  ->  key %d \"%s\"", hq, text(hq).c_str(), hk,
                     text(hk).c_str());
-        ImGui::Text("probability %.3f%s%s", p, row ? "" : " (row not captured)",
-                    evicted[static_cast<size_t>(hk)] ? "  (key evicted)" : "");
+        ImGui::Text("probability %.3f%s", p, row ? "" : " (row not captured)");
+        if (const Event* e = evicted_by[static_cast<size_t>(hk)])
+            ImGui::Text("key evicted at step %lld by %s (score %.4g)",
+                        static_cast<long long>(e->step), e->text.c_str(), e->value);
         ImGui::EndTooltip();
     }
     ImGui::End();
