@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "app/commands.h"
+#include "app/context_size.h"
 #include "app/data_paths.h"
 #include "app/eviction_flags.h"
 #include "app/prompt_tokens.h"
@@ -27,6 +28,7 @@ struct GenerateOptions {
     uint64_t seed = 1;
     bool print_ids = false;
     int32_t block_size = 16;
+    int32_t ctx_size = 0;
     int32_t threads = 0;
     std::string record;
     bool force = false;
@@ -37,9 +39,9 @@ struct GenerateOptions {
 int run_generate(const GenerateOptions& o) {
     if (auto e = o.eviction.options(); !e) return usage_error(e.error().message);
     if (check_output(o.record, o.force, {o.model})) return 1;
-    auto loaded = load_model(o.model);
+    auto loaded = load_model_with_context(o.model, o.ctx_size);
     if (!loaded) return fail(loaded.error().message);
-    auto model = std::make_shared<const LoadedModel>(std::move(loaded).value());
+    std::shared_ptr<const LoadedModel> model = std::move(loaded).value();
 
     auto prompt = prompt_tokens(*model, o.prompt, o.prompt_ids);
     if (!prompt) return fail(prompt.error().message);
@@ -129,6 +131,7 @@ Command register_generate(CLI::App& cli) {
     sub->add_option("--block-size", o->block_size, "Tokens per KV cache block")
         ->check(CLI::Range(1, 4096))
         ->capture_default_str();
+    add_ctx_size_flag(*sub, o->ctx_size);
     sub->add_option("--threads", o->threads, "Worker threads (0 = all cores)")
         ->check(CLI::Range(0, 1024))
         ->capture_default_str();

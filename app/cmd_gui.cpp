@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "app/commands.h"
+#include "app/context_size.h"
 #include "app/data_paths.h"
 #include "app/live_controller.h"
 #include "app/serving_flags.h"
@@ -76,13 +77,13 @@ int run_gui(GuiOptions& o) {
     }
     o.model = model_path.value();
     if (o.record && check_output(o.record_path, o.window.force, {o.model, o.workload})) return 1;
-    auto loaded = load_model(o.model);
+    auto loaded = load_model_with_context(o.model, o.serving.ctx_size);
     if (!loaded) {
         // The window still opens, with the reason on screen.
         o.window.startup_error = "Could not load the model: " + loaded.error().message;
         return ui::run_window(o.window);
     }
-    auto model = std::make_shared<const LoadedModel>(std::move(loaded).value());
+    std::shared_ptr<const LoadedModel> model = std::move(loaded).value();
     std::vector<Request> requests;
     std::string name = "demo (24 chat requests)";
     if (!o.workload.empty()) {

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
+#include "app/context_size.h"
 #include "app/data_paths.h"
 #include "app/progress_line.h"
 #include "app/recording.h"
@@ -83,9 +84,9 @@ int run_serving(const RunOptions& o) {
         return fail("--record and --summary-json name the same file, " + o.record);
     for (const std::string& out : {o.record, o.summary_json})
         if (check_output(out, o.force, {o.model, o.workload})) return 1;
-    auto loaded = load_model(o.model);
+    auto loaded = load_model_with_context(o.model, o.serving.ctx_size);
     if (!loaded) return fail(loaded.error().message);
-    auto model = std::make_shared<const LoadedModel>(std::move(loaded).value());
+    std::shared_ptr<const LoadedModel> model = std::move(loaded).value();
     auto requests = load_workload(o.workload, model->tokenizer.get(), model->config.vocab_size,
                                   model->config.context_length);
     if (!requests) return fail(requests.error().message);

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/context_size.h"
 #include "engine/attention_spec.h"
 
 namespace kvscope::app {
@@ -44,7 +45,8 @@ std::string ServingFlags::to_json() const {
                         {"allocator", allocator},
                         {"prefix_cache", prefix_cache},
                         {"preempt", preempt},
-                        {"swap_blocks", swap_blocks}};
+                        {"swap_blocks", swap_blocks},
+                        {"ctx_size", ctx_size}};
     j.update(nlohmann::json::parse(eviction.to_json()));
     return j.dump();
 }
@@ -78,6 +80,7 @@ void add_serving_flags(CLI::App& sub, ServingFlags& f) {
     sub.add_option("--capture-attention", f.capture_attention,
                    "Record attention rows: all | none | LAYER:HEAD,... ('*' for any)")
         ->capture_default_str();
+    add_ctx_size_flag(sub, f.ctx_size);
     sub.add_option("--threads", f.threads, "Worker threads (0 = all cores)")
         ->check(CLI::Range(0, 1024))
         ->capture_default_str();

@@ -249,11 +249,12 @@ void CpuForward::attention(const ForwardBatch& batch, int layer) {
                             stride = static_cast<size_t>(hd);
                         }
                         const float* q = q0 + g * hd;
+                        const int32_t* held =
+                            lane ? &lane->position[static_cast<size_t>(t0)] : nullptr;
                         for (int s = 0; s < span; ++s)
-                            sg[s] = dot(q, kb + static_cast<size_t>(s) * stride, hd) * scale;
-                        if (lane)
-                            for (int s = 0; s < span; ++s)
-                                if (lane->position[static_cast<size_t>(t0 + s)] < 0) sg[s] = kHole;
+                            sg[s] = held && held[s] < 0
+                                        ? kHole
+                                        : dot(q, kb + static_cast<size_t>(s) * stride, hd) * scale;
                     }
                 }
                 std::vector<float>* stats =

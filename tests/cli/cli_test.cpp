@@ -366,13 +366,14 @@ TEST(Cli, EvictionFlagsRefuseWhatCannotWork) {
         std::vector<std::string> args;
         const char* expect;
     };
-    for (const Case& c : {Case{{"--policy", "h2o"}, "needs --kv-budget"},
-                          Case{{"--policy", "h2o", "--kv-budget", "0"}, "at least 1"},
-                          Case{{"--policy", "h2o", "--kv-budget", "150%"}, "percentage"},
-                          Case{{"--policy", "streaming", "--kv-budget", "4"}, "at least 5"},
-                          Case{{"--kv-budget", "10"}, "needs a --policy"},
-                          Case{{"--compact"}, "--compact needs a --policy"},
-                          Case{{"--policy", "lru"}, "--policy"}}) {
+    for (const Case& c :
+         {Case{{"--policy", "h2o"}, "needs --kv-budget"},
+          Case{{"--policy", "h2o", "--kv-budget", "0"}, "at least 1"},
+          Case{{"--policy", "h2o", "--kv-budget", "150%"}, "percentage"},
+          Case{{"--policy", "streaming", "--kv-budget", "4"}, "at least 5"},
+          Case{{"--kv-budget", "10"}, "needs a --policy"},
+          Case{{"--compact"}, "--compact needs a --policy"}, Case{{"--policy", "lru"}, "--policy"},
+          Case{{"--kv-dtype", "fp8"}, "--kv-dtype"}, Case{{"--ctx-size", "-1"}, "--ctx-size"}}) {
         std::vector<std::string> args = {"generate", "--max-tokens", "4"};
         args.insert(args.end(), c.args.begin(), c.args.end());
         auto r = kvscope(args);
@@ -386,6 +387,31 @@ TEST(Cli, EvictionFlagsRefuseWhatCannotWork) {
                                "--allocator", "contiguous"});
     EXPECT_EQ(contiguous.exit_code, 2);
     EXPECT_NE(contiguous.err.find("paged allocator"), std::string::npos) << contiguous.err;
+}
+
+// --ctx-size: a policy that holds the cache to a budget generates past the trained context (512
+// tokens for the bundled model), with a note saying the model is out of its range there; without
+// it generation stops where the context is full.
+TEST(Cli, CtxSizeLetsAPolicyGeneratePastTheTrainedContext) {
+    auto count_ids = [](const std::string& out) {
+        std::istringstream in(out);
+        int n = 0;
+        for (std::string id; in >> id;)
+            ++n;
+        return n;
+    };
+    auto bounded = kvscope({"generate", "--prompt-ids", "1 2 3", "--max-tokens", "600",
+                            "--print-ids", "--ctx-size", "700", "--policy", "streaming",
+                            "--kv-budget", "64", "--threads", "1"});
+    ASSERT_EQ(bounded.exit_code, 0) << bounded.err;
+    EXPECT_EQ(count_ids(bounded.out), 600);
+    EXPECT_NE(bounded.err.find("past the 512 tokens the model was trained on"), std::string::npos)
+        << bounded.err;
+    auto trained = kvscope({"generate", "--prompt-ids", "1 2 3", "--max-tokens", "600",
+                            "--print-ids", "--threads", "1"});
+    ASSERT_EQ(trained.exit_code, 0) << trained.err;
+    EXPECT_EQ(count_ids(trained.out), 512 - 3);
+    EXPECT_EQ(trained.err.find("note:"), std::string::npos) << trained.err;
 }
 
 }  // namespace
