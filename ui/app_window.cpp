@@ -81,9 +81,9 @@ void save_settings(const ViewState& v) {
 //   compare-align M 0: same step, 1: same progress of the selected request
 //   wait N          render N frames
 //   screenshot PATH [PANEL]  write the current frame (only PANEL's window, if named)
-//   dump PATH       write what the window shows as JSON: the status texts, the cursor, and per
-//                   panel its size and its content's (a panel whose content is wider than it
-//                   without a horizontal scrollbar clips)
+//   dump PATH       write what the window shows as JSON: the status texts, the cursor, where
+//                   the heatmap is, and per panel its size and its content's (a panel whose
+//                   content is wider than it without a horizontal scrollbar clips)
 //   quit
 struct Script {
     std::vector<std::string> lines;
@@ -265,7 +265,13 @@ std::string window_report(UiContext& ctx, int w, int h) {
       << ", \"compare_step\": " << ctx.compare_step << ", \"last_step\": " << ctx.last_step()
       << ",\n \"status_bar\": " << quoted(ctx.drawn_status_bar)
       << ",\n \"controls_status\": " << quoted(ctx.drawn_controls_status)
-      << ",\n \"message\": " << quoted(ctx.view.message) << ",\n \"panels\": [";
+      << ",\n \"message\": " << quoted(ctx.view.message);
+    const auto& hm = ctx.drawn_heatmap;
+    j << ",\n \"heatmap\": {\"x\": " << hm.x << ", \"y\": " << hm.y << ", \"side\": " << hm.side
+      << ", \"strip_y\": " << hm.strip_y << ", \"strip_h\": " << hm.strip_h
+      << ", \"keys\": " << hm.keys << ", \"pan_x\": " << hm.pan_x << ", \"span\": " << hm.span
+      << "},\n \"eviction_log\": {\"rows\": " << ctx.drawn_log_rows
+      << ", \"token_evictions\": " << ctx.drawn_log_token_evictions << "},\n \"panels\": [";
     bool first = true;
     for (ImGuiWindow* win : GImGui->Windows) {
         if (!win->WasActive || win->Hidden || (win->Flags & ImGuiWindowFlags_ChildWindow) ||

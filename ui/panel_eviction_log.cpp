@@ -1,7 +1,8 @@
-// Eviction log: every eviction, preemption, swap and rejection, filterable; a click moves the
-// cursor to that step and selects the request.
+// Eviction log: every eviction (of cached blocks and of tokens), compaction move, preemption, swap
+// and rejection, filterable; a click moves the cursor to that step and selects the request.
 #include <imgui.h>
 
+#include <algorithm>
 #include <string>
 
 #include "ui/ui_context.h"
@@ -20,6 +21,10 @@ std::string describe(const Event& e) {
         case EventKind::kTokenEvict:
             return "token " + std::to_string(e.c) + " (layer " + std::to_string(e.a) + ", head " +
                    std::to_string(e.b) + ") score " + std::to_string(e.value) + ": " + e.text;
+        case EventKind::kTokenMove:
+            return "token " + std::to_string(e.c) + " (layer " + std::to_string(e.a) + ", head " +
+                   std::to_string(e.b) + ") moved from slot " + std::to_string(e.wide >> 32) +
+                   " to " + std::to_string(e.wide & 0xffffffff) + " (compaction)";
         case EventKind::kSwapOut:
             return std::to_string(e.a) + " blocks swapped out";
         case EventKind::kSwapIn:
@@ -34,11 +39,11 @@ std::string describe(const Event& e) {
 
 void draw_eviction_log_panel(UiContext& ctx) {
     ImGui::Begin("Evictions");
-    static bool show[4] = {true, true, true,
-                           true};  // preempt, block evict, token evict, swap/reject
-    const char* labels[4] = {"preemptions", "cache evictions", "token evictions",
-                             "swaps / rejects"};
-    for (int i = 0; i < 4; ++i) {
+    // preempt, block evict, token evict, token move, swap/reject
+    static bool show[5] = {true, true, true, true, true};
+    const char* labels[5] = {"preemptions", "cache evictions", "token evictions",
+                             "compaction moves", "swaps / rejects"};
+    for (int i = 0; i < 5; ++i) {
         if (i > 0)
             same_line_if_fits(ImGui::GetFrameHeight() + ImGui::GetStyle().ItemInnerSpacing.x +
                               ImGui::CalcTextSize(labels[i]).x);
@@ -55,7 +60,8 @@ void draw_eviction_log_panel(UiContext& ctx) {
         int group = e.kind == EventKind::kPreempt      ? 0
                     : e.kind == EventKind::kBlockEvict ? 1
                     : e.kind == EventKind::kTokenEvict ? 2
-                                                       : 3;
+                    : e.kind == EventKind::kTokenMove  ? 3
+                                                       : 4;
         if (!show[group]) continue;
         if (!ctx.view.eviction_filter.empty()) {
             std::string name = e.request >= 0 && ctx.state && ctx.state->requests.count(e.request)
@@ -66,6 +72,11 @@ void draw_eviction_log_panel(UiContext& ctx) {
         shown.push_back(&e);
     }
     ImGui::TextDisabled("%zu of %zu entries", shown.size(), log.size());
+    ctx.drawn_log_rows = shown.size();
+    ctx.drawn_log_token_evictions =
+        static_cast<size_t>(std::count_if(shown.begin(), shown.end(), [](const Event* e) {
+            return e->kind == EventKind::kTokenEvict;
+        }));
     if (ImGui::BeginTable(
             "##log", 4,
             ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_BordersInnerV)) {

@@ -1,12 +1,15 @@
 // Attention heatmap: query position (rows) x key position (columns) for one request, layer and
 // head. The image is built at screen resolution for the visible region (each pixel the max of
 // the cells it covers, sampled), so zoomed-out views of long sequences stay cheap; it is rebuilt
-// only when the data or the view changes. Evicted keys are grey; rows the prefix cache supplied
-// were never computed and stay empty.
+// only when the data or the view changes. An evicted key is grey in the rows computed after it
+// went (earlier rows show the attention it had), and a strip above the map says what the policy
+// kept and dropped at the cursor's step; rows the prefix cache supplied were never computed and
+// stay empty.
 #include <imgui.h>
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "ui/gl_texture.h"
@@ -112,17 +115,37 @@ void draw_heatmap_panel(UiContext& ctx) {
         std::max(1, s->info.n_kv_heads > 0 ? s->info.n_heads / s->info.n_kv_heads : 1);
     std::vector<uint8_t> evicted(static_cast<size_t>(n), 0);
     std::vector<const Event*> evicted_by(static_cast<size_t>(n), nullptr);  // for the tooltip
+    // The step after which each key was gone: rows computed later never saw it.
+    constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+    std::vector<int64_t> evicted_at(static_cast<size_t>(n), kNever);
     for (const Event& e : ctx.eviction_log())
         if (e.kind == EventKind::kTokenEvict && e.request == v.heat_request && e.step <= v.cursor &&
             (e.a < 0 || e.a == v.heat_layer) && (e.b < 0 || e.b == v.heat_head / kv_group) &&
             e.c >= 0 && e.c < n) {
             evicted[static_cast<size_t>(e.c)] = 1;
             if (!evicted_by[static_cast<size_t>(e.c)]) evicted_by[static_cast<size_t>(e.c)] = &e;
+            evicted_at[static_cast<size_t>(e.c)] =
+                std::min(evicted_at[static_cast<size_t>(e.c)], e.step);
         }
     const bool evicting = s->info.eviction_policy != "none";
+    // What each key is to the policy at this step, read from its decisions alone (no model of
+    // the policy): evicted; kept though a newer key went (kept by score: heavy hitters, or
+    // streaming's sinks); or newer than every key evicted so far (the recent tokens).
+    int newest_evicted = -1;
+    for (int k = 0; k < n; ++k)
+        if (evicted[static_cast<size_t>(k)]) newest_evicted = k;
+    const int sinks = s->info.eviction_policy == "streaming" ? s->info.eviction_sinks : 0;
+    enum class KeyRole { kRecent, kSink, kKeptByScore, kEvicted };
+    auto role = [&](int k) {
+        if (evicted[static_cast<size_t>(k)]) return KeyRole::kEvicted;
+        if (k > newest_evicted) return KeyRole::kRecent;
+        return k < sinks ? KeyRole::kSink : KeyRole::kKeptByScore;
+    };
     if (evicting)
-        text_disabled_wrapped("Top strip: what " + s->info.eviction_policy +
-                              " keeps (blue), its sinks (orange), what it evicted (grey).");
+        text_disabled_wrapped(
+            "Top strip, key by key: recent (green), kept by score over newer "
+            "keys (blue), sinks (orange), evicted by " +
+            s->info.eviction_policy + " (grey).");
 
     // Rows missing at the top are a question every first look asks: say why.
     if (!captured_q.empty() && captured_q.front() > 0)
@@ -131,7 +154,7 @@ void draw_heatmap_panel(UiContext& ctx) {
     ImVec2 avail = ImGui::GetContentRegionAvail();
     float side = std::max(
         32.0f,
-        std::min(avail.x, avail.y - 4 - (evicting ? std::max(3.0f, 4.0f * v.font_scale) : 0)));
+        std::min(avail.x, avail.y - 4 - (evicting ? std::max(6.0f, 8.0f * v.font_scale) : 0)));
     v.heat_zoom = std::clamp(v.heat_zoom, 1.0f, static_cast<float>(n));
     float span = static_cast<float>(n) / v.heat_zoom;
     v.heat_pan_x = std::clamp(v.heat_pan_x, 0.0f, static_cast<float>(n) - span);
@@ -152,10 +175,6 @@ void draw_heatmap_panel(UiContext& ctx) {
         // queries: up to three of the rows captured in the pixel's range (captures may be
         // sparse). Sinks and one-token diagonals stay visible at any zoom; the cost is bounded
         // by the screen times the visible keys.
-        std::vector<int> evicted_before(static_cast<size_t>(n) + 1, 0);
-        for (int k = 0; k < n; ++k)
-            evicted_before[static_cast<size_t>(k) + 1] =
-                evicted_before[static_cast<size_t>(k)] + evicted[static_cast<size_t>(k)];
         std::vector<int> k_lo(static_cast<size_t>(res)), k_hi(static_cast<size_t>(res));
         for (int px = 0; px < res; ++px) {
             float x0 = v.heat_pan_x + static_cast<float>(px) * per;
@@ -166,6 +185,18 @@ void draw_heatmap_panel(UiContext& ctx) {
                                                            static_cast<int>(std::ceil(x0 + per)))
                                                 : k_lo[static_cast<size_t>(px)] + 1;
         }
+        // A cell is grey when a key it covers was gone before its row was computed: before that
+        // the row shows the attention the key really had.
+        auto first_gone = [&](int k0, int k1) {
+            int64_t m = kNever;
+            for (int k = k0; k < k1; ++k)
+                m = std::min(m, evicted_at[static_cast<size_t>(k)]);
+            return m;
+        };
+        std::vector<int64_t> column_gone(static_cast<size_t>(res), kNever);
+        for (int px = 0; px < res; ++px)
+            column_gone[static_cast<size_t>(px)] = first_gone(
+                k_lo[static_cast<size_t>(px)], std::min(k_hi[static_cast<size_t>(px)], n));
         std::vector<const AttentionRow*> pixel_rows;
         for (int py = 0; py < res; ++py) {
             float y0 = v.heat_pan_y + static_cast<float>(py) * per;
@@ -193,8 +224,10 @@ void draw_heatmap_panel(UiContext& ctx) {
                     if (k0 >= k1) continue;
                     const uint8_t* p = row->probs.data();
                     best = std::max(best, static_cast<int>(*std::max_element(p + k0, p + k1)));
-                    gone |= evicted_before[static_cast<size_t>(k1)] >
-                            evicted_before[static_cast<size_t>(k0)];
+                    const int64_t went = k1 == k_hi[static_cast<size_t>(px)]
+                                             ? column_gone[static_cast<size_t>(px)]
+                                             : first_gone(k0, k1);  // the diagonal
+                    gone |= went < row->step;
                 }
                 if (best >= 0)
                     pixels[static_cast<size_t>(py) * res + px] =
@@ -205,18 +238,21 @@ void draw_heatmap_panel(UiContext& ctx) {
         texture.upload(res, res, pixels);
     }
     const float px_per_pos = side / span;
+    auto& geometry = ctx.drawn_heatmap;
+    geometry = {};
     if (evicting) {
         // What the policy keeps at this step, key by key, in a strip above the map, at any zoom.
-        const int sinks = s->info.eviction_policy == "streaming" ? s->info.eviction_sinks : 0;
-        const float strip = std::max(3.0f, 4.0f * v.font_scale);
+        const float strip = std::max(6.0f, 8.0f * v.font_scale);
         ImVec2 at = ImGui::GetCursorScreenPos();
+        geometry.strip_y = at.y;
+        geometry.strip_h = strip - 1;
         ImGui::Dummy(ImVec2(side, strip));
         ImDrawList* strip_dl = ImGui::GetWindowDrawList();
         for (int k = static_cast<int>(v.heat_pan_x); k < n && k < v.heat_pan_x + span + 1; ++k) {
             float x0 = at.x + (static_cast<float>(k) - v.heat_pan_x) * px_per_pos;
-            uint32_t color = evicted[static_cast<size_t>(k)] ? 0xff9a9a9a
-                             : k < sinks                     ? 0xff00a0ff
-                                                             : 0xffe6b45a;
+            static constexpr uint32_t kRoleColor[] = {0xff6ac46a, 0xff00a0ff, 0xffe6b45a,
+                                                      0xff9a9a9a};
+            uint32_t color = kRoleColor[static_cast<int>(role(k))];
             strip_dl->AddRectFilled(
                 ImVec2(std::max(x0, at.x), at.y),
                 ImVec2(std::min(x0 + std::max(px_per_pos, 1.0f), at.x + side), at.y + strip - 1),
@@ -224,6 +260,12 @@ void draw_heatmap_panel(UiContext& ctx) {
         }
     }
     ImVec2 origin = ImGui::GetCursorScreenPos();
+    geometry.x = origin.x;
+    geometry.y = origin.y;
+    geometry.side = side;
+    geometry.keys = n;
+    geometry.pan_x = v.heat_pan_x;
+    geometry.span = span;
     ImGui::InvisibleButton("##heat", ImVec2(side, side));
     ImDrawList* dl = ImGui::GetWindowDrawList();
     dl->AddImage(texture.imgui_id(), origin, ImVec2(origin.x + side, origin.y + side));
@@ -286,6 +328,12 @@ void draw_heatmap_panel(UiContext& ctx) {
         if (const Event* e = evicted_by[static_cast<size_t>(hk)])
             ImGui::Text("key evicted at step %lld by %s (score %.4g)",
                         static_cast<long long>(e->step), e->text.c_str(), e->value);
+        else if (evicting)
+            ImGui::TextUnformatted(role(hk) == KeyRole::kRecent
+                                       ? "key kept: newer than every key evicted so far"
+                                   : role(hk) == KeyRole::kSink
+                                       ? "key kept: a sink (streaming keeps the first tokens)"
+                                       : "key kept by its score while newer keys were evicted");
         ImGui::EndTooltip();
     }
     ImGui::End();

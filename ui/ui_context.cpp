@@ -206,7 +206,8 @@ const std::vector<Event>& UiContext::eviction_log() {
         auto more =
             session->events(evictions_upto_ + 1, session->last_step(),
                             {EventKind::kPreempt, EventKind::kBlockEvict, EventKind::kTokenEvict,
-                             EventKind::kSwapOut, EventKind::kSwapIn, EventKind::kRequestReject});
+                             EventKind::kTokenMove, EventKind::kSwapOut, EventKind::kSwapIn,
+                             EventKind::kRequestReject});
         if (more) {
             evictions_.insert(evictions_.end(), more->begin(), more->end());
             evictions_upto_ = session->last_step();

@@ -96,8 +96,18 @@ class UiContext {
     std::string run_status();
     // The texts as last drawn (the --script `dump` command reports them).
     std::string drawn_status_bar, drawn_controls_status;
+    // Where the heatmap was last drawn, in window pixels (the `dump` command reports it): the
+    // map's square, the policy's strip above it (strip_h 0 without one), and the keys shown.
+    struct HeatmapGeometry {
+        float x = 0, y = 0, side = 0, strip_y = 0, strip_h = 0;
+        int keys = 0;
+        float pan_x = 0, span = 0;
+    } drawn_heatmap;
+    // Rows the Evictions panel last listed (after its filters), and of them token evictions.
+    size_t drawn_log_rows = 0, drawn_log_token_evictions = 0;
 
-    // Eviction and preemption log of the whole run (loaded lazily, extended as it grows).
+    // Eviction and preemption log of the whole run (token evictions and compaction moves
+    // included; loaded lazily, extended as it grows).
     const std::vector<Event>& eviction_log();
     // (layer, head) pairs with captured rows; while none are known, asked again when the
     // session grows (a live run).

@@ -422,8 +422,8 @@ TEST_F(Gui, NoPanelClipsItsContentAtCommonWindowSizes) {
     }
 }
 
-// Token eviction policies come later; their events are already in the vocabulary, and the
-// heatmap greys evicted keys. A session written by the real Recorder with token_evict events.
+// The heatmap's reading of token_evict events, on a session written by the real Recorder with
+// hand-placed evictions: keys gone after step 60 are grey in the rows computed after it.
 TEST_F(Gui, HeatmapGreysEvictedKeys) {
     RunInfo info;
     info.num_blocks = 8;
@@ -454,12 +454,13 @@ TEST_F(Gui, HeatmapGreysEvictedKeys) {
         emit(EventKind::kToken, p, p, 5, 1);
         std::vector<uint8_t> row(static_cast<size_t>(p) + 1, 200);  // flat, bright
         emit(EventKind::kAttentionRow, p, 0, 0, p, row);
+        if (p == 60)
+            for (int32_t k = 20; k < 60; ++k)  // keys 20..59 evicted after step 60, all layers
+                emit(EventKind::kTokenEvict, p, -1, -1, k);
     }
-    for (int32_t k = 20; k < 60; ++k)  // keys 20..59 evicted at the last step, all layers
-        emit(EventKind::kTokenEvict, 99, -1, -1, k);
     ASSERT_TRUE((*rec)->close().ok());
     std::string script = dir_ + "/e.txt";
-    test::write_file(script, "seek 98\nheatmap 0 0 0\nwait 1\nscreenshot " + dir_ +
+    test::write_file(script, "seek 59\nheatmap 0 0 0\nwait 1\nscreenshot " + dir_ +
                                  "/e0.png Attention\nseek 99\nwait 1\nscreenshot " + dir_ +
                                  "/e1.png Attention\nquit\n");
     auto r = kvscope({"replay", path, "--script", script});
@@ -473,7 +474,74 @@ TEST_F(Gui, HeatmapGreysEvictedKeys) {
     Image e0 = load_png(dir_ + "/e0.png"), e1 = load_png(dir_ + "/e1.png");
     ASSERT_GT(e0.w, 100);
     EXPECT_LT(grey(e0), 50u);    // before the evictions: no grey keys
-    EXPECT_GT(grey(e1), 5000u);  // after: a band of 40 grey columns
+    EXPECT_GT(grey(e1), 5000u);  // after: 40 grey columns in the 39 rows computed later
+}
+
+// A real policy's recording: h2o on the bundled model evicts different keys in each layer and KV
+// head. Replayed, the Evictions log lists every token_evict event, and at the last step the
+// heatmap of layer 0 head 0 greys exactly the keys its lane lost: all of them in the strip, and
+// in the last query's row those gone before that row was computed.
+TEST_F(Gui, APolicyRecordingReplaysWithEveryEvictionShown) {
+    std::string path = dir_ + "/h2o.kvs";
+    auto g =
+        kvscope({"generate", "--prompt", "In the beginning God created the heaven and the earth.",
+                 "--max-tokens", "48", "--policy", "h2o", "--kv-budget", "24", "--block-size", "8",
+                 "--capture-attention", "0:0", "--threads", "1", "--record", path});
+    ASSERT_EQ(g.exit_code, 0) << g.err;
+    auto check = kvscope({"check", path});
+    EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+
+    auto reader = SessionReader::open(path);
+    ASSERT_TRUE(reader.ok()) << reader.error().message;
+    const int64_t last = (*reader)->last_step();
+    auto evictions = (*reader)->events(0, last, {EventKind::kTokenEvict});
+    ASSERT_TRUE(evictions.ok()) << evictions.error().message;
+    auto rows = (*reader)->attention(0, 0, 0, last);
+    ASSERT_TRUE(rows.ok() && !rows->empty());
+    const int64_t last_row_step = rows->back().step;
+    std::set<int32_t> lane0;         // layer 0, KV head 0: what head 0's heatmap must grey
+    std::set<int32_t> lane0_before;  // of them, those gone before the last row was computed
+    for (const Event& e : *evictions)
+        if (e.request == 0 && (e.a < 0 || e.a == 0) && (e.b < 0 || e.b == 0)) {
+            lane0.insert(e.c);
+            if (e.step < last_row_step) lane0_before.insert(e.c);
+        }
+    ASSERT_GT(lane0.size(), 10u);
+    ASSERT_GT(evictions->size(), lane0.size());  // other lanes chose for themselves
+
+    std::string script = dir_ + "/p.txt";
+    test::write_file(script, "seek " + std::to_string(last) +
+                                 "\nheatmap 0 0 0\nwait 2\nscreenshot " + dir_ + "/p.png\ndump " +
+                                 dir_ + "/p.json\nquit\n");
+    auto r = kvscope({"replay", path, "--script", script, "--width", "1600", "--height", "1000"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto d = nlohmann::json::parse(test::read_file(dir_ + "/p.json"));
+    EXPECT_EQ(d["eviction_log"]["token_evictions"].get<size_t>(), evictions->size());
+    auto hm = d["heatmap"];
+    const int keys = hm["keys"].get<int>();
+    ASSERT_GT(keys, *lane0.rbegin());
+    ASSERT_GT(hm["strip_h"].get<double>(), 1.0);
+    const double per_key = hm["side"].get<double>() / hm["span"].get<double>();
+    ASSERT_GE(per_key, 3.0) << "keys too narrow to tell apart";
+    Image im = load_png(dir_ + "/p.png");
+    ASSERT_GT(im.w, 0);
+    const int strip_y =
+        static_cast<int>(hm["strip_y"].get<double>() + hm["strip_h"].get<double>() / 2);
+    const int row_y = static_cast<int>(hm["y"].get<double>() + (keys - 0.5) * per_key);
+    int grey_strip = 0, grey_map = 0;
+    for (int k = 0; k < keys; ++k) {
+        const int x = static_cast<int>(hm["x"].get<double>() +
+                                       (k - hm["pan_x"].get<double>() + 0.5) * per_key);
+        const bool strip_grey = (im.at(x, strip_y) & 0xffffff) == 0x9a9a9a;
+        const bool map_grey = (im.at(x, row_y) & 0xffffff) == 0x5a5a5a;
+        EXPECT_EQ(strip_grey, lane0.count(k) > 0) << "key " << k << " in the strip";
+        EXPECT_EQ(map_grey, lane0_before.count(k) > 0) << "key " << k << " in the last query's row";
+        grey_strip += strip_grey;
+        grey_map += map_grey;
+    }
+    EXPECT_EQ(grey_strip, static_cast<int>(lane0.size()));
+    EXPECT_EQ(grey_map, static_cast<int>(lane0_before.size()));
+    EXPECT_GT(lane0_before.size(), 10u);
 }
 
 TEST_F(Gui, BadSessionsAndModelsGiveAMessageNotACrash) {
