@@ -82,7 +82,8 @@ void save_settings(const ViewState& v) {
 //   wait N          render N frames
 //   screenshot PATH [PANEL]  write the current frame (only PANEL's window, if named)
 //   dump PATH       write what the window shows as JSON: the status texts, the cursor, where
-//                   the heatmap is, and per panel its size and its content's (a panel whose
+//                   the heatmaps are, where compared runs' tokens differ, what the Evictions
+//                   log listed, and per panel its size and its content's (a panel whose
 //                   content is wider than it without a horizontal scrollbar clips)
 //   quit
 struct Script {
@@ -266,11 +267,21 @@ std::string window_report(UiContext& ctx, int w, int h) {
       << ",\n \"status_bar\": " << quoted(ctx.drawn_status_bar)
       << ",\n \"controls_status\": " << quoted(ctx.drawn_controls_status)
       << ",\n \"message\": " << quoted(ctx.view.message);
-    const auto& hm = ctx.drawn_heatmap;
-    j << ",\n \"heatmap\": {\"x\": " << hm.x << ", \"y\": " << hm.y << ", \"side\": " << hm.side
-      << ", \"strip_y\": " << hm.strip_y << ", \"strip_h\": " << hm.strip_h
-      << ", \"keys\": " << hm.keys << ", \"pan_x\": " << hm.pan_x << ", \"span\": " << hm.span
-      << "},\n \"eviction_log\": {\"rows\": " << ctx.drawn_log_rows
+    for (int side = 0; side < 2; ++side) {
+        const auto& hm = ctx.drawn_heatmap[side];
+        j << ",\n \"" << (side == 0 ? "heatmap" : "heatmap_right") << "\": {\"x\": " << hm.x
+          << ", \"y\": " << hm.y << ", \"side\": " << hm.side << ", \"strip_y\": " << hm.strip_y
+          << ", \"strip_h\": " << hm.strip_h << ", \"keys\": " << hm.keys
+          << ", \"pan_x\": " << hm.pan_x << ", \"span\": " << hm.span << "}";
+    }
+    j << ",\n \"divergences\": [";
+    if (ctx.compare)
+        for (const TokenDivergence& d : ctx.divergences())
+            j << (&d == &ctx.divergences().front() ? "" : ", ")
+              << "{\"request\": " << quoted(d.request) << ", \"position\": " << d.position
+              << ", \"left_step\": " << d.left_step << ", \"right_step\": " << d.right_step << "}";
+    j << "]";
+    j << ",\n \"eviction_log\": {\"rows\": " << ctx.drawn_log_rows
       << ", \"token_evictions\": " << ctx.drawn_log_token_evictions << "},\n \"panels\": [";
     bool first = true;
     for (ImGuiWindow* win : GImGui->Windows) {
@@ -381,16 +392,21 @@ void draw_frame(UiContext& ctx, const WindowOptions& o, int w, int h, bool focus
     place("Controls", 0, 0, left, H - 24);
     draw_controls_panel(ctx);
     if (ctx.compare) {
-        // Side by side: both runs' block maps and request lists at the aligned moment, the
-        // curves overlaid and the table of differences underneath.
+        // Side by side: each run's block map and heatmap over its request list at the aligned
+        // moment, the curves overlaid and the table of differences underneath.
         float half = (W - left) / 2, third = (W - left) / 3;
-        place("Block pool", left, 0, half, top_h * 0.55f);
+        float pool_w = half * 0.5f, upper = top_h * 0.6f;
+        place("Block pool", left, 0, pool_w, upper);
         draw_block_pool_panel(ctx, Side::kMain);
-        place("Requests", left, top_h * 0.55f, half, top_h * 0.45f);
+        place("Attention", left + pool_w, 0, half - pool_w, upper);
+        draw_heatmap_panel(ctx, Side::kMain);
+        place("Requests", left, upper, half, top_h - upper);
         draw_requests_panel(ctx, Side::kMain);
-        place("Block pool (right)", left + half, 0, half, top_h * 0.55f);
+        place("Block pool (right)", left + half, 0, pool_w, upper);
         draw_block_pool_panel(ctx, Side::kCompared);
-        place("Requests (right)", left + half, top_h * 0.55f, half, top_h * 0.45f);
+        place("Attention (right)", left + half + pool_w, 0, half - pool_w, upper);
+        draw_heatmap_panel(ctx, Side::kCompared);
+        place("Requests (right)", left + half, upper, half, top_h - upper);
         draw_requests_panel(ctx, Side::kCompared);
         place("Timeline", left, top_h, third, bottom);
         draw_timeline_panel(ctx);

@@ -54,9 +54,9 @@ void draw_block_pool_panel(UiContext& ctx, Side side) {
             bi.fill = std::max(bi.fill, tokens_in_block(r, static_cast<int>(l), bs));
             if (bi.logical < 0) bi.logical = static_cast<int>(l);
         }
-    ImGui::Text("%d blocks x %d tokens (%s)  used %d  free %d  cached %d", n, bs,
-                s->info.allocator.c_str(), s->blocks_used(), n - s->blocks_used(),
-                s->blocks_cached());
+    ImGui::TextWrapped("%d blocks x %d tokens (%s)  used %d  free %d  cached %d", n, bs,
+                       s->info.allocator.c_str(), s->blocks_used(), n - s->blocks_used(),
+                       s->blocks_cached());
     // Real bytes: a quantized cache's blocks are smaller (scales included).
     if (s->info.kv_bytes_per_block > 0)
         text_disabled_wrapped(
@@ -73,7 +73,13 @@ void draw_block_pool_panel(UiContext& ctx, Side side) {
     {  // Legend, drawn with the same marks as the cells.
         ImDrawList* dl = ImGui::GetWindowDrawList();
         float h = ImGui::GetTextLineHeight();
+        // Each swatch and its label flow onto the next line when the panel is narrow.
+        bool first = true;
         auto swatch = [&](uint32_t color, const char* label, int mark) {
+            if (!first)
+                same_line_if_fits(h + 2 * ImGui::GetStyle().ItemSpacing.x +
+                                  ImGui::CalcTextSize(label).x);
+            first = false;
             ImVec2 p = ImGui::GetCursorScreenPos();
             dl->AddRectFilled(p, ImVec2(p.x + h, p.y + h), color);
             if (mark == 1)
@@ -83,13 +89,11 @@ void draw_block_pool_panel(UiContext& ctx, Side side) {
             ImGui::Dummy(ImVec2(h, h));
             ImGui::SameLine();
             ImGui::TextDisabled("%s", label);
-            ImGui::SameLine();
         };
         swatch(owner_color(0, ctx.view.palette), "request (dimmer = emptier)", 0);
         swatch(shade(owner_color(1, ctx.view.palette), 1.0f), "shared", 1);
         swatch(kCachedColor, "cached, free", 2);
         swatch(kFreeColor, "free", 0);
-        ImGui::NewLine();
     }
     ImVec2 avail = ImGui::GetContentRegionAvail();
     avail.y = std::max(avail.y, 40.0f);

@@ -1,6 +1,7 @@
-// Compare: two recordings of one workload side by side (paged vs contiguous, say). The block
-// maps and request lists of both runs are the Block pool / Requests panels drawn for each side;
-// this panel holds how the two are aligned and the table of differences at that moment. The
+// Compare: two recordings of one workload side by side (paged vs contiguous, a full cache vs a
+// policy or a quantized cache). The block maps, request lists and heatmaps of both runs are the
+// Block pool / Requests / Attention panels drawn for each side; this panel holds how the two are
+// aligned, the table of differences at that moment, and where their tokens first differ. The
 // Memory panel draws the second run's curves behind the first's.
 #include <imgui.h>
 
@@ -35,6 +36,56 @@ double tokens_per_second(SessionReader& r, int64_t step) {
     }
     return seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0;
 }
+
+// What sets a run apart in a comparison: its allocator, and how it stores less.
+std::string run_label(const RunInfo& info) {
+    std::string out = info.allocator;
+    if (info.eviction_policy != "none") out += ", " + info.eviction_policy;
+    if (info.kv_dtype != "f32") out += ", " + info.kv_dtype;
+    return out;
+}
+
+// The request to report: the selected one, else the heatmap's, else the first that differs.
+const TokenDivergence* divergence_to_show(UiContext& ctx) {
+    const auto& all = ctx.divergences();
+    if (all.empty()) return nullptr;
+    if (ctx.state)
+        for (int32_t pick : {ctx.view.selected_request, ctx.view.heat_request}) {
+            auto it = ctx.state->requests.find(pick);
+            if (it == ctx.state->requests.end()) continue;
+            for (const TokenDivergence& d : all)
+                if (d.request == it->second.name) return &d;
+        }
+    for (const TokenDivergence& d : all)
+        if (!d.identical()) return &d;
+    return &all.front();
+}
+
+void draw_divergence(UiContext& ctx) {
+    const auto& all = ctx.divergences();
+    if (all.empty()) {
+        text_disabled_wrapped("No request ran in both recordings, so no tokens to compare.");
+        return;
+    }
+    size_t differ = 0;
+    for (const TokenDivergence& d : all)
+        differ += !d.identical();
+    const TokenDivergence& d = *divergence_to_show(ctx);
+    if (all.size() > 1) ImGui::Text("Tokens: %zu of %zu requests differ", differ, all.size());
+    if (d.identical()) {
+        ImGui::TextWrapped("%s: the same %d tokens in both runs.", d.request.c_str(), d.compared);
+        return;
+    }
+    auto side = [](int64_t step, const std::string& text) {
+        return step < 0 ? std::string("stopped before it")
+                        : "\"" + text + "\" at step " + std::to_string(step);
+    };
+    ImGui::TextWrapped("%s: tokens first differ at position %d: left %s, right %s.",
+                       d.request.c_str(), d.position, side(d.left_step, d.left_text).c_str(),
+                       side(d.right_step, d.right_text).c_str());
+    const int64_t go = d.left_step >= 0 ? d.left_step : d.right_step;
+    if (go >= 0 && ImGui::SmallButton("Go to that step")) ctx.set_cursor(go);
+}
 }  // namespace
 
 void draw_compare_panel(UiContext& ctx) {
@@ -51,11 +102,12 @@ void draw_compare_panel(UiContext& ctx) {
         ImGui::End();
         return;
     }
+    draw_divergence(ctx);  // first: for a policy against the full cache it is the headline
     if (ImGui::BeginTable("##cmp", 4,
                           ImGuiTableFlags_Borders | ImGuiTableFlags_SizingStretchProp)) {
         ImGui::TableSetupColumn(ctx.compare_step == v.cursor ? "at this step" : "at aligned steps");
-        ImGui::TableSetupColumn(("left: " + ctx.session->info().allocator).c_str());
-        ImGui::TableSetupColumn(("right: " + ctx.compare->info().allocator).c_str());
+        ImGui::TableSetupColumn(("left: " + run_label(ctx.session->info())).c_str());
+        ImGui::TableSetupColumn(("right: " + run_label(ctx.compare->info())).c_str());
         ImGui::TableSetupColumn("left - right");
         ImGui::TableHeadersRow();
         auto row = [](const char* name, double x, double y, const char* fmt) {

@@ -17,21 +17,30 @@
 
 namespace kvscope::ui {
 
-void draw_heatmap_panel(UiContext& ctx) {
-    static Texture texture;
-    static std::vector<uint32_t> pixels;
-    static std::string built_for;
-    ImGui::Begin("Attention");
-    const TimelineState* s = ctx.state;
+void draw_heatmap_panel(UiContext& ctx, Side side) {
+    // One picture per side of a comparison.
+    const bool main = side == Side::kMain;
+    static Texture textures[2];
+    static std::vector<uint32_t> pixel_sets[2];
+    static std::string built[2];
+    Texture& texture = textures[main ? 0 : 1];
+    std::vector<uint32_t>& pixels = pixel_sets[main ? 0 : 1];
+    std::string& built_for = built[main ? 0 : 1];
+    ImGui::Begin(main ? "Attention" : "Attention (right)");
+    const TimelineState* s = ctx.state_of(side);
+    const int64_t cursor = ctx.cursor_of(side);
     if (!s || s->info.n_layers == 0) {
         text_disabled_wrapped("No attention captured (run with --capture-attention).");
         ImGui::End();
         return;
     }
     ViewState& v = ctx.view;
-    if (v.heat_request < 0 && v.selected_request >= 0) v.heat_request = v.selected_request;
-    if (v.heat_request < 0 && !s->requests.empty()) v.heat_request = s->requests.begin()->first;
-    auto it = s->requests.find(v.heat_request);
+    if (main && v.heat_request < 0 && v.selected_request >= 0) v.heat_request = v.selected_request;
+    if (main && v.heat_request < 0 && !s->requests.empty())
+        v.heat_request = s->requests.begin()->first;
+    // The right-hand run shows what the left picks: the same request (by name), layer and head.
+    const int32_t request = ctx.request_in(side, v.heat_request);
+    auto it = s->requests.find(request);
     // Labels before their widgets ("layer [4]", not "[4] layer"); each label and its picker
     // flow onto the next line when the panel is narrow (1280x720).
     const float picker = 90 * v.font_scale;
@@ -43,45 +52,55 @@ void draw_heatmap_panel(UiContext& ctx) {
         ImGui::TextUnformatted(text);
         ImGui::SameLine();
     };
-    label("request", 140 * v.font_scale, true);
-    ImGui::SetNextItemWidth(140 * v.font_scale);
-    if (ImGui::BeginCombo("##request", it != s->requests.end() ? it->second.name.c_str() : "-")) {
-        for (const auto& [i, r] : s->requests)
-            if (ImGui::Selectable(r.name.c_str(), i == v.heat_request)) v.heat_request = i;
-        ImGui::EndCombo();
+    if (!main) {
+        text_disabled_wrapped("request " +
+                              (it != s->requests.end() ? it->second.name : std::string("-")) +
+                              ", layer " + std::to_string(v.heat_layer) + ", head " +
+                              std::to_string(v.heat_head) + ": as picked on the left");
+    } else {
+        label("request", 140 * v.font_scale, true);
+        ImGui::SetNextItemWidth(140 * v.font_scale);
+        if (ImGui::BeginCombo("##request",
+                              it != s->requests.end() ? it->second.name.c_str() : "-")) {
+            for (const auto& [i, r] : s->requests)
+                if (ImGui::Selectable(r.name.c_str(), i == v.heat_request)) v.heat_request = i;
+            ImGui::EndCombo();
+        }
     }
-    const auto& captured = ctx.captured_heads();
+    const auto& captured = ctx.captured_heads(side);
     auto is_captured = [&](int layer, int head) {
         return std::find(captured.begin(), captured.end(), std::make_pair(layer, head)) !=
                captured.end();
     };
     // Until the user picks, show a head that was captured (a run may capture only layer 4).
-    if (!v.heat_picked && !captured.empty() && !is_captured(v.heat_layer, v.heat_head)) {
+    if (main && !v.heat_picked && !captured.empty() && !is_captured(v.heat_layer, v.heat_head)) {
         v.heat_layer = captured.front().first;
         v.heat_head = captured.front().second;
     }
-    label("layer", picker);
-    ImGui::SetNextItemWidth(picker);
-    v.heat_picked |= ImGui::SliderInt("##layer", &v.heat_layer, 0, s->info.n_layers - 1);
-    label("head", picker);
-    ImGui::SetNextItemWidth(picker);
-    v.heat_picked |= ImGui::SliderInt("##head", &v.heat_head, 0, s->info.n_heads - 1);
-    int group = s->info.n_kv_heads > 0 ? s->info.n_heads / s->info.n_kv_heads : 1;
-    std::string kv_head = "(KV head " + std::to_string(v.heat_head / std::max(group, 1)) + ")";
-    same_line_if_fits(ImGui::CalcTextSize(kv_head.c_str()).x);
-    ImGui::TextDisabled("%s", kv_head.c_str());
+    if (main) {
+        label("layer", picker);
+        ImGui::SetNextItemWidth(picker);
+        v.heat_picked |= ImGui::SliderInt("##layer", &v.heat_layer, 0, s->info.n_layers - 1);
+        label("head", picker);
+        ImGui::SetNextItemWidth(picker);
+        v.heat_picked |= ImGui::SliderInt("##head", &v.heat_head, 0, s->info.n_heads - 1);
+        int group = s->info.n_kv_heads > 0 ? s->info.n_heads / s->info.n_kv_heads : 1;
+        std::string kv_head = "(KV head " + std::to_string(v.heat_head / std::max(group, 1)) + ")";
+        same_line_if_fits(ImGui::CalcTextSize(kv_head.c_str()).x);
+        ImGui::TextDisabled("%s", kv_head.c_str());
+    }
     if (it == s->requests.end()) {
         ImGui::TextDisabled("No request selected.");
         ImGui::End();
         return;
     }
     const RequestState& req = it->second;
-    const auto& rows = ctx.attention_rows(v.heat_request, v.heat_layer, v.heat_head);
+    const auto& rows = ctx.attention_rows(request, v.heat_layer, v.heat_head, side);
     // Rows recorded after the cursor are in the cache too; the heatmap shows the step's view.
     size_t shown = 0;
     int q_max = 0;
     for (const auto& r : rows)
-        if (r.step <= v.cursor) {
+        if (r.step <= cursor) {
             ++shown;
             q_max = std::max(q_max, r.query_pos);
         }
@@ -104,7 +123,7 @@ void draw_heatmap_panel(UiContext& ctx) {
     std::vector<const AttentionRow*> by_q(static_cast<size_t>(n), nullptr);
     std::vector<int> captured_q;  // query positions with a row, ascending
     for (const auto& r : rows) {
-        if (r.step > v.cursor) break;  // rows are in step order
+        if (r.step > cursor) break;  // rows are in step order
         if (!by_q[static_cast<size_t>(r.query_pos)]) captured_q.push_back(r.query_pos);
         by_q[static_cast<size_t>(r.query_pos)] = &r;  // later rows (recompute) win
     }
@@ -118,8 +137,9 @@ void draw_heatmap_panel(UiContext& ctx) {
     // The step after which each key was gone: rows computed later never saw it.
     constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
     std::vector<int64_t> evicted_at(static_cast<size_t>(n), kNever);
-    for (const Event& e : ctx.eviction_log())
-        if (e.kind == EventKind::kTokenEvict && e.request == v.heat_request && e.step <= v.cursor &&
+    const std::vector<Event>& log = ctx.eviction_log(side);
+    for (const Event& e : log)
+        if (e.kind == EventKind::kTokenEvict && e.request == request && e.step <= cursor &&
             (e.a < 0 || e.a == v.heat_layer) && (e.b < 0 || e.b == v.heat_head / kv_group) &&
             e.c >= 0 && e.c < n) {
             evicted[static_cast<size_t>(e.c)] = 1;
@@ -152,20 +172,25 @@ void draw_heatmap_panel(UiContext& ctx) {
         text_disabled_wrapped("Query rows 0-" + std::to_string(captured_q.front() - 1) +
                               " were not computed here (prefix cache hit) or not captured.");
     ImVec2 avail = ImGui::GetContentRegionAvail();
-    float side = std::max(
+    float square = std::max(
         32.0f,
         std::min(avail.x, avail.y - 4 - (evicting ? std::max(6.0f, 8.0f * v.font_scale) : 0)));
-    v.heat_zoom = std::clamp(v.heat_zoom, 1.0f, static_cast<float>(n));
-    float span = static_cast<float>(n) / v.heat_zoom;
-    v.heat_pan_x = std::clamp(v.heat_pan_x, 0.0f, static_cast<float>(n) - span);
-    v.heat_pan_y = std::clamp(v.heat_pan_y, 0.0f, static_cast<float>(n) - span);
-    int res = std::max(1, std::min(static_cast<int>(side), static_cast<int>(std::ceil(span))));
+    // Zoom and pan belong to the left map; the right one follows, clamped to its own keys.
+    const float zoom = std::clamp(v.heat_zoom, 1.0f, static_cast<float>(n));
+    const float span = static_cast<float>(n) / zoom;
+    const float pan_x = std::clamp(v.heat_pan_x, 0.0f, static_cast<float>(n) - span);
+    const float pan_y = std::clamp(v.heat_pan_y, 0.0f, static_cast<float>(n) - span);
+    if (main) {
+        v.heat_zoom = zoom;
+        v.heat_pan_x = pan_x;
+        v.heat_pan_y = pan_y;
+    }
+    int res = std::max(1, std::min(static_cast<int>(square), static_cast<int>(std::ceil(span))));
     char key[200];
     // The cursor is part of it: which keys are evicted depends on the step shown.
     std::snprintf(key, sizeof key, "%p/%zu/%d/%d/%g/%g/%g/%d/%zu/%lld",
-                  static_cast<const void*>(rows.data()), shown, n, v.heat_request, v.heat_zoom,
-                  v.heat_pan_x, v.heat_pan_y, res, ctx.eviction_log().size(),
-                  static_cast<long long>(v.cursor));
+                  static_cast<const void*>(rows.data()), shown, n, request, zoom, pan_x, pan_y, res,
+                  log.size(), static_cast<long long>(cursor));
     if (built_for != key) {
         built_for = key;
         pixels.assign(static_cast<size_t>(res) * res, 0xff141414);
@@ -177,7 +202,7 @@ void draw_heatmap_panel(UiContext& ctx) {
         // by the screen times the visible keys.
         std::vector<int> k_lo(static_cast<size_t>(res)), k_hi(static_cast<size_t>(res));
         for (int px = 0; px < res; ++px) {
-            float x0 = v.heat_pan_x + static_cast<float>(px) * per;
+            float x0 = pan_x + static_cast<float>(px) * per;
             k_lo[static_cast<size_t>(px)] =
                 per > 1.0f ? static_cast<int>(std::ceil(x0)) : static_cast<int>(x0 + 0.5f * per);
             k_hi[static_cast<size_t>(px)] = per > 1.0f
@@ -199,7 +224,7 @@ void draw_heatmap_panel(UiContext& ctx) {
                 k_lo[static_cast<size_t>(px)], std::min(k_hi[static_cast<size_t>(px)], n));
         std::vector<const AttentionRow*> pixel_rows;
         for (int py = 0; py < res; ++py) {
-            float y0 = v.heat_pan_y + static_cast<float>(py) * per;
+            float y0 = pan_y + static_cast<float>(py) * per;
             pixel_rows.clear();
             if (per > 1.0f) {
                 auto lo = std::lower_bound(captured_q.begin(), captured_q.end(),
@@ -237,8 +262,8 @@ void draw_heatmap_panel(UiContext& ctx) {
         }
         texture.upload(res, res, pixels);
     }
-    const float px_per_pos = side / span;
-    auto& geometry = ctx.drawn_heatmap;
+    const float px_per_pos = square / span;
+    auto& geometry = ctx.drawn_heatmap[main ? 0 : 1];
     geometry = {};
     if (evicting) {
         // What the policy keeps at this step, key by key, in a strip above the map, at any zoom.
@@ -246,49 +271,47 @@ void draw_heatmap_panel(UiContext& ctx) {
         ImVec2 at = ImGui::GetCursorScreenPos();
         geometry.strip_y = at.y;
         geometry.strip_h = strip - 1;
-        ImGui::Dummy(ImVec2(side, strip));
+        ImGui::Dummy(ImVec2(square, strip));
         ImDrawList* strip_dl = ImGui::GetWindowDrawList();
-        for (int k = static_cast<int>(v.heat_pan_x); k < n && k < v.heat_pan_x + span + 1; ++k) {
-            float x0 = at.x + (static_cast<float>(k) - v.heat_pan_x) * px_per_pos;
+        for (int k = static_cast<int>(pan_x); k < n && k < pan_x + span + 1; ++k) {
+            float x0 = at.x + (static_cast<float>(k) - pan_x) * px_per_pos;
             static constexpr uint32_t kRoleColor[] = {0xff6ac46a, 0xff00a0ff, 0xffe6b45a,
                                                       0xff9a9a9a};
             uint32_t color = kRoleColor[static_cast<int>(role(k))];
             strip_dl->AddRectFilled(
                 ImVec2(std::max(x0, at.x), at.y),
-                ImVec2(std::min(x0 + std::max(px_per_pos, 1.0f), at.x + side), at.y + strip - 1),
+                ImVec2(std::min(x0 + std::max(px_per_pos, 1.0f), at.x + square), at.y + strip - 1),
                 color);
         }
     }
     ImVec2 origin = ImGui::GetCursorScreenPos();
     geometry.x = origin.x;
     geometry.y = origin.y;
-    geometry.side = side;
+    geometry.side = square;
     geometry.keys = n;
-    geometry.pan_x = v.heat_pan_x;
+    geometry.pan_x = pan_x;
     geometry.span = span;
-    ImGui::InvisibleButton("##heat", ImVec2(side, side));
+    ImGui::InvisibleButton("##heat", ImVec2(square, square));
     ImDrawList* dl = ImGui::GetWindowDrawList();
-    dl->AddImage(texture.imgui_id(), origin, ImVec2(origin.x + side, origin.y + side));
+    dl->AddImage(texture.imgui_id(), origin, ImVec2(origin.x + square, origin.y + square));
     // Block boundaries as grid lines, while they are at least 4 pixels apart.
     int bs = s->info.block_size;
     if (px_per_pos * static_cast<float>(bs) >= 4.0f) {
-        for (int k = (static_cast<int>(v.heat_pan_x) / bs + 1) * bs; k < v.heat_pan_x + span;
-             k += bs) {
-            float x = origin.x + (static_cast<float>(k) - v.heat_pan_x) * px_per_pos;
-            dl->AddLine(ImVec2(x, origin.y), ImVec2(x, origin.y + side), 0x40ffffff);
+        for (int k = (static_cast<int>(pan_x) / bs + 1) * bs; k < pan_x + span; k += bs) {
+            float x = origin.x + (static_cast<float>(k) - pan_x) * px_per_pos;
+            dl->AddLine(ImVec2(x, origin.y), ImVec2(x, origin.y + square), 0x40ffffff);
         }
-        for (int q = (static_cast<int>(v.heat_pan_y) / bs + 1) * bs; q < v.heat_pan_y + span;
-             q += bs) {
-            float y = origin.y + (static_cast<float>(q) - v.heat_pan_y) * px_per_pos;
-            dl->AddLine(ImVec2(origin.x, y), ImVec2(origin.x + side, y), 0x40ffffff);
+        for (int q = (static_cast<int>(pan_y) / bs + 1) * bs; q < pan_y + span; q += bs) {
+            float y = origin.y + (static_cast<float>(q) - pan_y) * px_per_pos;
+            dl->AddLine(ImVec2(origin.x, y), ImVec2(origin.x + square, y), 0x40ffffff);
         }
     }
     int hq = -1, hk = -1;
-    if (ImGui::IsItemHovered()) {
+    if (ImGui::IsItemHovered()) {  // either map says what is under the mouse; the left one zooms
         ImVec2 m = ImGui::GetMousePos();
-        hk = static_cast<int>(v.heat_pan_x + (m.x - origin.x) / px_per_pos);
-        hq = static_cast<int>(v.heat_pan_y + (m.y - origin.y) / px_per_pos);
-        float wheel = ImGui::GetIO().MouseWheel;
+        hk = static_cast<int>(pan_x + (m.x - origin.x) / px_per_pos);
+        hq = static_cast<int>(pan_y + (m.y - origin.y) / px_per_pos);
+        float wheel = main ? ImGui::GetIO().MouseWheel : 0.0f;
         if (wheel != 0) {  // zoom about the mouse
             float old_span = span;
             v.heat_zoom *= wheel > 0 ? 1.25f : 0.8f;
@@ -297,18 +320,20 @@ void draw_heatmap_panel(UiContext& ctx) {
             v.heat_pan_x += (static_cast<float>(hk) - v.heat_pan_x) * (1 - new_span / old_span);
             v.heat_pan_y += (static_cast<float>(hq) - v.heat_pan_y) * (1 - new_span / old_span);
         }
-        if (ImGui::IsMouseDragging(ImGuiMouseButton_Left)) {
+        if (main && ImGui::IsMouseDragging(ImGuiMouseButton_Left)) {
             ImVec2 d = ImGui::GetIO().MouseDelta;
             v.heat_pan_x -= d.x / px_per_pos;
             v.heat_pan_y -= d.y / px_per_pos;
         }
     }
-    if (ctx.scripted.hover_q >= 0) {
+    if (main && ctx.scripted.hover_q >= 0) {
         hq = ctx.scripted.hover_q;
         hk = ctx.scripted.hover_k;
     }
-    v.heat_hover_q = hq;
-    v.heat_hover_k = hk;
+    if (main) {
+        v.heat_hover_q = hq;
+        v.heat_hover_k = hk;
+    }
     if (hq >= 0 && hq < n && hk >= 0 && hk <= hq) {
         const AttentionRow* row = by_q[static_cast<size_t>(hq)];
         float p = row && static_cast<size_t>(hk) < row->probs.size()
@@ -318,8 +343,8 @@ void draw_heatmap_panel(UiContext& ctx) {
             return pos < req.num_tokens() ? req.token_text[static_cast<size_t>(pos)]
                                           : std::string("?");
         };
-        float x = origin.x + (static_cast<float>(hk) - v.heat_pan_x + 0.5f) * px_per_pos;
-        float y = origin.y + (static_cast<float>(hq) - v.heat_pan_y + 0.5f) * px_per_pos;
+        float x = origin.x + (static_cast<float>(hk) - pan_x + 0.5f) * px_per_pos;
+        float y = origin.y + (static_cast<float>(hq) - pan_y + 0.5f) * px_per_pos;
         dl->AddCircle(ImVec2(x, y), std::max(3.0f, px_per_pos), 0xffffffff);
         ImGui::BeginTooltip();
         ImGui::Text("query %d \"%s\"  ->  key %d \"%s\"", hq, text(hq).c_str(), hk,

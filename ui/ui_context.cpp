@@ -110,9 +110,9 @@ void UiContext::update_compare_state() {
     compare_step = right;
 }
 
-int32_t UiContext::selected_request_in(Side side) const {
-    if (side == Side::kMain || !state || !compare_state) return view.selected_request;
-    auto it = state->requests.find(view.selected_request);
+int32_t UiContext::request_in(Side side, int32_t main_request) const {
+    if (side == Side::kMain || !state || !compare_state) return main_request;
+    auto it = state->requests.find(main_request);
     if (it == state->requests.end()) return -1;
     for (const auto& [i, r] : compare_state->requests)
         if (r.name == it->second.name) return i;
@@ -196,63 +196,87 @@ std::string UiContext::run_status() {
     return out;
 }
 
-const std::vector<Event>& UiContext::eviction_log() {
-    if (evictions_of_ != session) {
-        evictions_.clear();
-        evictions_upto_ = -1;
-        evictions_of_ = session;
+const std::vector<TokenDivergence>& UiContext::divergences() {
+    if (!session || !compare) {
+        divergences_.clear();
+        return divergences_;
     }
-    if (session && session->last_step() > evictions_upto_) {
-        auto more =
-            session->events(evictions_upto_ + 1, session->last_step(),
-                            {EventKind::kPreempt, EventKind::kBlockEvict, EventKind::kTokenEvict,
-                             EventKind::kTokenMove, EventKind::kSwapOut, EventKind::kSwapIn,
-                             EventKind::kRequestReject});
+    auto key = std::make_tuple(session, compare.get(), session->last_step(), compare->last_step());
+    if (key != divergence_key_) {
+        divergence_key_ = key;
+        auto d = token_divergence(*session, *compare);
+        if (d)
+            divergences_ = std::move(d).value();
+        else
+            view.message = d.error().message;
+    }
+    return divergences_;
+}
+
+const std::vector<Event>& UiContext::eviction_log(Side side) {
+    RunCache& c = runs_[static_cast<int>(side)];
+    SessionReader* run = session_of(side);
+    if (c.evictions_of != run) {
+        c.evictions.clear();
+        c.evictions_upto = -1;
+        c.evictions_of = run;
+    }
+    if (run && run->last_step() > c.evictions_upto) {
+        auto more = run->events(c.evictions_upto + 1, run->last_step(),
+                                {EventKind::kPreempt, EventKind::kBlockEvict,
+                                 EventKind::kTokenEvict, EventKind::kTokenMove, EventKind::kSwapOut,
+                                 EventKind::kSwapIn, EventKind::kRequestReject});
         if (more) {
-            evictions_.insert(evictions_.end(), more->begin(), more->end());
-            evictions_upto_ = session->last_step();
+            c.evictions.insert(c.evictions.end(), more->begin(), more->end());
+            c.evictions_upto = run->last_step();
         } else {
             view.message = more.error().message;
         }
     }
-    return evictions_;
+    return c.evictions;
 }
 
-const std::vector<std::pair<int32_t, int32_t>>& UiContext::captured_heads() {
-    if (captured_of_ != session) {
-        captured_of_ = session;
-        captured_.clear();
-        captured_upto_ = -2;
+const std::vector<std::pair<int32_t, int32_t>>& UiContext::captured_heads(Side side) {
+    RunCache& c = runs_[static_cast<int>(side)];
+    SessionReader* run = session_of(side);
+    if (c.captured_of != run) {
+        c.captured_of = run;
+        c.captured.clear();
+        c.captured_upto = -2;
     }
     // Asked once per new step at most: a replay without capture does not query every frame.
-    if (captured_.empty() && session && session->last_step() > captured_upto_) {
-        captured_upto_ = session->last_step();
-        auto heads = session->captured_heads();
-        if (heads) captured_ = std::move(heads).value();
+    if (c.captured.empty() && run && run->last_step() > c.captured_upto) {
+        c.captured_upto = run->last_step();
+        auto heads = run->captured_heads();
+        if (heads) c.captured = std::move(heads).value();
     }
-    return captured_;
+    return c.captured;
 }
 
-const std::vector<AttentionRow>& UiContext::attention_rows(int32_t request, int layer, int head) {
-    auto key = std::make_tuple(session, request, layer, head);
-    if (key != attention_key_) {
-        attention_key_ = key;
-        attention_.clear();
-        attention_upto_ = -1;
+const std::vector<AttentionRow>& UiContext::attention_rows(int32_t request, int layer, int head,
+                                                           Side side) {
+    RunCache& c = runs_[static_cast<int>(side)];
+    SessionReader* run = session_of(side);
+    const int64_t cursor = cursor_of(side);
+    auto key = std::make_tuple(run, request, layer, head);
+    if (key != c.attention_key) {
+        c.attention_key = key;
+        c.attention.clear();
+        c.attention_upto = -1;
     }
     // Rows only ever arrive: moving the cursor forward reads the new steps' rows, moving it back
     // reads nothing (callers skip rows past the cursor).
-    if (session && request >= 0 && view.cursor > attention_upto_) {
-        auto rows = session->attention(request, layer, head, view.cursor, attention_upto_);
+    if (run && request >= 0 && cursor > c.attention_upto) {
+        auto rows = run->attention(request, layer, head, cursor, c.attention_upto);
         if (rows) {
-            attention_.insert(attention_.end(), std::make_move_iterator(rows->begin()),
-                              std::make_move_iterator(rows->end()));
-            attention_upto_ = view.cursor;
+            c.attention.insert(c.attention.end(), std::make_move_iterator(rows->begin()),
+                               std::make_move_iterator(rows->end()));
+            c.attention_upto = cursor;
         } else {
             view.message = rows.error().message;
         }
     }
-    return attention_;
+    return c.attention;
 }
 
 }  // namespace kvscope::ui

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "sessions/session_reader.h"
+#include "sessions/token_divergence.h"
 #include "ui/controller.h"
 #include "ui/palette.h"
 
@@ -73,8 +74,14 @@ class UiContext {
     const TimelineState* state_of(Side side) const {
         return side == Side::kMain ? state : compare_state;
     }
+    SessionReader* session_of(Side side) const {
+        return side == Side::kMain ? session : compare.get();
+    }
+    int64_t cursor_of(Side side) const { return side == Side::kMain ? view.cursor : compare_step; }
+    // A request of the main run (an index there) as an index of `side`'s run, or -1.
+    int32_t request_in(Side side, int32_t main_request) const;
     // The selected request as an index of `side`'s run (matched by name), or -1.
-    int32_t selected_request_in(Side side) const;
+    int32_t selected_request_in(Side side) const { return request_in(side, view.selected_request); }
     // Selects the request called `name` in the main run (a click on either side).
     void select_request_named(const std::string& name);
 
@@ -102,22 +109,31 @@ class UiContext {
         float x = 0, y = 0, side = 0, strip_y = 0, strip_h = 0;
         int keys = 0;
         float pan_x = 0, span = 0;
-    } drawn_heatmap;
+    } drawn_heatmap[2];  // [Side]
     // Rows the Evictions panel last listed (after its filters), and of them token evictions.
     size_t drawn_log_rows = 0, drawn_log_token_evictions = 0;
 
+    // Of `side`'s run (request indices are that run's):
     // Eviction and preemption log of the whole run (token evictions and compaction moves
     // included; loaded lazily, extended as it grows).
-    const std::vector<Event>& eviction_log();
+    const std::vector<Event>& eviction_log(Side side = Side::kMain);
     // (layer, head) pairs with captured rows; while none are known, asked again when the
     // session grows (a live run).
-    const std::vector<std::pair<int32_t, int32_t>>& captured_heads();
-    // Attention rows of (request, layer, head) in step order, read at least up to the cursor and
-    // kept: rows recorded after the cursor may be included, so skip those with step > cursor.
-    const std::vector<AttentionRow>& attention_rows(int32_t request, int layer, int head);
+    const std::vector<std::pair<int32_t, int32_t>>& captured_heads(Side side = Side::kMain);
+    // Attention rows of (request, layer, head) in step order, read at least up to the side's
+    // cursor and kept: rows recorded after it may be included, so skip those with a later step.
+    const std::vector<AttentionRow>& attention_rows(int32_t request, int layer, int head,
+                                                    Side side = Side::kMain);
+
+    // Compare: where the two runs' tokens part, per request both ran (read once per pair of
+    // runs, again when either grows).
+    const std::vector<TokenDivergence>& divergences();
 
   private:
     void update_compare_state();
+    std::tuple<SessionReader*, SessionReader*, int64_t, int64_t> divergence_key_{nullptr, nullptr,
+                                                                                 -1, -1};
+    std::vector<TokenDivergence> divergences_;
     std::optional<TimelineState> empty_state_;  // the pool before the first step
     std::tuple<SessionReader*, int64_t, int32_t> aligned_key_{nullptr, -1, -1};
     int64_t aligned_step_ = -1;
@@ -125,15 +141,18 @@ class UiContext {
     std::vector<PendingRequest> pending_;
     int64_t pending_upto_ = -2;
     Controller* pending_of_ = nullptr;
-    std::vector<Event> evictions_;
-    int64_t evictions_upto_ = -1;
-    SessionReader* evictions_of_ = nullptr;
-    std::tuple<SessionReader*, int32_t, int, int> attention_key_{nullptr, -1, -1, -1};
-    std::vector<AttentionRow> attention_;
-    int64_t attention_upto_ = -1;
-    SessionReader* captured_of_ = nullptr;
-    std::vector<std::pair<int32_t, int32_t>> captured_;
-    int64_t captured_upto_ = -2;  // last step of the session when captured_ was asked for
+    // What is read of one run and kept between frames, per Side.
+    struct RunCache {
+        std::vector<Event> evictions;
+        int64_t evictions_upto = -1;
+        SessionReader* evictions_of = nullptr;
+        std::tuple<SessionReader*, int32_t, int, int> attention_key{nullptr, -1, -1, -1};
+        std::vector<AttentionRow> attention;
+        int64_t attention_upto = -1;
+        SessionReader* captured_of = nullptr;
+        std::vector<std::pair<int32_t, int32_t>> captured;
+        int64_t captured_upto = -2;  // last step of the session when captured was asked for
+    } runs_[2];
 };
 
 // Where a recording opens: --step aside, the first step with captured attention (a capture is
@@ -151,7 +170,7 @@ void same_line_if_fits(float width);
 void draw_controls_panel(UiContext& ctx);
 void draw_block_pool_panel(UiContext& ctx, Side side = Side::kMain);
 void draw_requests_panel(UiContext& ctx, Side side = Side::kMain);
-void draw_heatmap_panel(UiContext& ctx);
+void draw_heatmap_panel(UiContext& ctx, Side side = Side::kMain);
 void draw_eviction_log_panel(UiContext& ctx);
 void draw_timeline_panel(UiContext& ctx);
 void draw_memory_panel(UiContext& ctx);

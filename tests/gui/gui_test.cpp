@@ -544,6 +544,66 @@ TEST_F(Gui, APolicyRecordingReplaysWithEveryEvictionShown) {
     EXPECT_GT(lane0_before.size(), 10u);
 }
 
+// One prompt recorded with the full cache and with h2o at a small budget: compare shows both
+// block maps and both heatmaps side by side (the policy's with its strip), and the first
+// position where the two runs' tokens differ is the one their printed ids say.
+TEST_F(Gui, CompareOfAFullCacheAndAPolicyShowsWhereTheTokensPart) {
+    const std::string prompt = "1 524 390 391 2000 1471 384 298 1066 2013 270 384 371 1066 2009";
+    auto ids = [](const std::string& out) {
+        std::vector<int> v;
+        std::istringstream in(out);
+        for (int x; in >> x;)
+            v.push_back(x);
+        return v;
+    };
+    std::vector<std::vector<int>> generated;
+    for (const char* name : {"full", "h2o"}) {
+        std::vector<std::string> args = {"generate", "--prompt-ids",
+                                         prompt,     "--max-tokens",
+                                         "64",       "--block-size",
+                                         "8",        "--capture-attention",
+                                         "0:0",      "--threads",
+                                         "1",        "--print-ids",
+                                         "--record", dir_ + "/" + name + ".kvs"};
+        if (std::string(name) == "h2o")
+            for (const char* a : {"--policy", "h2o", "--kv-budget", "16"})
+                args.push_back(a);
+        auto g = kvscope(args);
+        ASSERT_EQ(g.exit_code, 0) << g.err;
+        generated.push_back(ids(g.out));
+    }
+    size_t first = 0;
+    while (first < generated[0].size() && first < generated[1].size() &&
+           generated[0][first] == generated[1][first])
+        ++first;
+    ASSERT_LT(first, generated[0].size())
+        << "h2o at 16 tokens changed nothing; pick a smaller budget";
+    const int prompt_len = static_cast<int>(ids(prompt).size());
+
+    std::string script = dir_ + "/cmp.txt";
+    test::write_file(script, "seek 60\nwait 2\ndump " + dir_ + "/d.json\nquit\n");
+    auto r = kvscope({"compare", dir_ + "/full.kvs", dir_ + "/h2o.kvs", "--script", script});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto d = nlohmann::json::parse(test::read_file(dir_ + "/d.json"));
+    ASSERT_EQ(d["divergences"].size(), 1u) << d.dump();
+    EXPECT_EQ(d["divergences"][0]["position"].get<int>(), prompt_len + static_cast<int>(first));
+    EXPECT_GE(d["divergences"][0]["left_step"].get<int>(), 0);
+    EXPECT_EQ(d["divergences"][0]["left_step"], d["divergences"][0]["right_step"]);
+    // Both heatmaps drawn, side by side; only the policy's has the strip.
+    auto left = d["heatmap"], right = d["heatmap_right"];
+    EXPECT_GT(left["side"].get<double>(), 50.0);
+    EXPECT_GT(right["side"].get<double>(), 50.0);
+    EXPECT_GT(right["x"].get<double>(), left["x"].get<double>() + left["side"].get<double>());
+    EXPECT_EQ(left["strip_h"].get<double>(), 0.0);
+    EXPECT_GT(right["strip_h"].get<double>(), 0.0);
+    EXPECT_EQ(left["keys"], right["keys"]);
+    std::set<std::string> panels;
+    for (const auto& p : d["panels"])
+        panels.insert(p["name"].get<std::string>());
+    for (const char* p : {"Block pool", "Block pool (right)", "Attention", "Attention (right)"})
+        EXPECT_TRUE(panels.count(p)) << p;
+}
+
 TEST_F(Gui, BadSessionsAndModelsGiveAMessageNotACrash) {
     std::string junk = test::write_file(dir_ + "/junk.kvs", std::string(5000, 'j'));
     // The window shows why (the screenshot), and the exit status says it failed.
