@@ -8,6 +8,7 @@
 #include "sessions/attention_summary.h"
 #include "sessions/session_reader.h"
 #include "sessions/state_json.h"
+#include "sessions/step_ops.h"
 
 namespace kvscope::app {
 
@@ -65,7 +66,11 @@ int run_inspect(const InspectOptions& o) {
     auto state = r.state_at(step);
     if (!state) return fail(state.error().message);
     auto j = state_to_json(**state, last + 1);
+    auto step_events = r.events(step, step);
+    if (!step_events) return fail(step_events.error().message);
+    nlohmann::json ops = step_ops_json(*step_events, r.info());
     if (o.json) {
+        j.update(ops);
         std::printf("%s\n", json_terminal_safe(j.dump(2)).c_str());
         return 0;
     }
@@ -78,6 +83,23 @@ int run_inspect(const InspectOptions& o) {
                 pool["used"].get<int>(), pool["free"].get<int>(), pool["cached"].get<int>());
     for (const auto& [name, value] : (*state)->metrics)
         std::printf("  %-24s %g\n", terminal_safe(name).c_str(), value);
+    if (!ops["ops"].empty()) {
+        const double limit = ops["bandwidth_limit_gbps"].get<double>();
+        const auto& b = ops["bytes"];
+        std::printf(
+            "ops: %zu, %.3f of %.3f ms; moved %.2f MB (weights %.2f, KV read %.2f, KV "
+            "written %.3f, activations %.3f) at %.2f GB/s",
+            ops["ops"].size(), ops["ops_seconds"].get<double>() * 1e3,
+            ops["step_seconds"].get<double>() * 1e3, ops["bytes_moved"].get<double>() / 1e6,
+            b["weights"].get<double>() / 1e6, b["kv_read"].get<double>() / 1e6,
+            b["kv_written"].get<double>() / 1e6, b["activations"].get<double>() / 1e6,
+            ops["bandwidth_gbps"].get<double>());
+        if (limit > 0)
+            std::printf(", %.0f%% of this recording machine's %.1f GB/s\n",
+                        100 * ops["bandwidth_fraction"].get<double>(), limit);
+        else
+            std::printf(" (the recording machine's limit is unknown)\n");
+    }
     std::printf("requests:\n");
     for (const auto& q : j["requests"]) {
         std::string table;

@@ -49,7 +49,7 @@ int run_cli(int argc, char** argv) {
                                      register_workload(cli), register_inspect(cli),
                                      register_check(cli),    register_export(cli),
                                      register_tokenize(cli), register_perplexity(cli),
-                                     register_eval(cli)};
+                                     register_eval(cli),     register_bench(cli)};
 #ifdef KVSCOPE_HAVE_GUI
     GuiCommands gui = register_gui(cli);
     commands.insert(commands.end(), gui.commands.begin(), gui.commands.end());

@@ -28,6 +28,7 @@ Command register_export(CLI::App& cli);
 Command register_tokenize(CLI::App& cli);
 Command register_perplexity(CLI::App& cli);
 Command register_eval(CLI::App& cli);
+Command register_bench(CLI::App& cli);
 // Hidden: prints the README's table of commands from `cli`'s own definition.
 Command register_commands_table(CLI::App& cli);
 std::string commands_table(const CLI::App& cli);

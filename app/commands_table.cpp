@@ -32,7 +32,10 @@ std::string placeholder(const CLI::Option& opt) {
 }
 
 std::string usage(const CLI::App& sub, bool skip_window_group) {
-    std::string out = "kvscope" + (sub.get_parent() ? " " + sub.get_name() : "");
+    std::string out;
+    for (const CLI::App* a = &sub; a->get_parent(); a = a->get_parent())
+        out = " " + a->get_name() + out;
+    out = "kvscope" + out;
     for (const CLI::Option* opt : sub.get_options()) {
         if (opt->get_name() == "--help" || opt->get_name() == "--version") continue;
         if (skip_window_group && opt->get_group() == kWindowGroup) continue;
@@ -72,7 +75,13 @@ std::string commands_table(const CLI::App& cli) {
     for (const CLI::App* sub : cli.get_subcommands([](const CLI::App* s) {
              return !s->get_group().empty();  // hidden ones have no group
          })) {
-        out += "| `" + cell(usage(*sub, true)) + "` | " + cell(sub->get_description()) + " |\n";
+        // A command of commands (bench memory, ...) lists each of them.
+        auto children = sub->get_subcommands([](const CLI::App*) { return true; });
+        if (children.empty())
+            out += "| `" + cell(usage(*sub, true)) + "` | " + cell(sub->get_description()) + " |\n";
+        for (const CLI::App* child : children)
+            out += "| `" + cell(usage(*child, true)) + "` | " + cell(child->get_description()) +
+                   " |\n";
         if (!window_options_from &&
             !sub->get_options([](const CLI::Option* o) { return o->get_group() == kWindowGroup; })
                  .empty())

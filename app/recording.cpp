@@ -5,6 +5,7 @@
 
 #include "app/commands.h"
 #include "app/data_paths.h"
+#include "app/machine_bandwidth.h"
 #include "app/progress_line.h"
 #include "base/terminal_text.h"
 
@@ -25,12 +26,9 @@ RunInfo run_info_for(Engine& engine, const std::string& allocator,
     info.head_dim = c.head_dim;
     info.vocab_size = c.vocab_size;
     info.options_json = options_json;
-    int64_t weights = static_cast<int64_t>(c.vocab_size) * c.dim * 2 +
-                      c.dim;  // embedding, classifier, final norm
-    weights +=
-        static_cast<int64_t>(c.n_layers) * (2LL * c.dim + 2LL * c.dim * c.q_dim() +
-                                            2LL * c.dim * c.kv_dim() + 3LL * c.dim * c.hidden_dim);
-    info.weight_bytes = weights * static_cast<int64_t>(sizeof(float));
+    info.weight_bytes = engine.model().weights.bytes();
+    info.threads = engine.threads().num_threads();
+    info.bandwidth = machine_bandwidth();
     info.kv_bytes_per_block = static_cast<int64_t>(engine.kv().bytes_per_block());
     return info;
 }

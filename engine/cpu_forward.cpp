@@ -84,11 +84,22 @@ Status CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
     }
     if (any_lanes) row_stats_.assign(N * static_cast<size_t>(c.n_kv_heads), {});
 
-    for (int r = 0; r < n; ++r)
-        std::memcpy(&x_[static_cast<size_t>(r) * c.dim],
-                    weights_.token_embedding.data +
-                        static_cast<int64_t>(batch.tokens[static_cast<size_t>(r)]) * c.dim,
-                    sizeof(float) * static_cast<size_t>(c.dim));
+    const int64_t n64 = n, dim = c.dim, q_dim = c.q_dim(), kv_dim = c.kv_dim(),
+                  hidden = c.hidden_dim;
+    op(
+        OpKind::kEmbed, -1,
+        [&] {
+            for (int r = 0; r < n; ++r)
+                std::memcpy(&x_[static_cast<size_t>(r) * c.dim],
+                            weights_.token_embedding.data +
+                                static_cast<int64_t>(batch.tokens[static_cast<size_t>(r)]) * c.dim,
+                            sizeof(float) * static_cast<size_t>(c.dim));
+        },
+        [&] {
+            KernelCost k = elementwise_cost(0, n64 * dim, 0);
+            k.weight_bytes = n64 * dim * 4;  // one row of the table per token
+            return k;
+        });
 
     // Where the activations first stop being finite, said in words a user can act on.
     auto check_finite = [&](const float* v, size_t count, size_t width, const std::string& where) {
@@ -107,87 +118,225 @@ Status CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
     auto since = [](clock::time_point t) {
         return std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now() - t).count();
     };
+    // K/V of one token in one layer (all KV heads), scales included.
+    const int64_t kv_token_layer_bytes =
+        static_cast<int64_t>(kv_.bytes_per_block()) / (kv_.block_size() * c.n_layers);
+    auto norm_cost = [&](const Vector& w) {
+        KernelCost k = elementwise_cost(n64 * dim, n64 * dim, 4);
+        k.weight_bytes = w.bytes();
+        return k;
+    };
     for (int l = 0; l < c.n_layers; ++l) {
         const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
         auto t_attention = clock::now();
-        for (int r = 0; r < n; ++r)
-            rmsnorm(&xb_[static_cast<size_t>(r) * c.dim], &x_[static_cast<size_t>(r) * c.dim],
-                    w.attn_norm.data, c.dim, c.rms_eps);
-        matmul(pool_, xb_.data(), n, w.wq, q_.data());
-        matmul(pool_, xb_.data(), n, w.wk, k_.data());
-        matmul(pool_, xb_.data(), n, w.wv, v_.data());
-        add_bias(q_.data(), n, w.bq);
-        add_bias(k_.data(), n, w.bk);
-        add_bias(v_.data(), n, w.bv);
+        op(
+            OpKind::kAttnNorm, l,
+            [&] {
+                for (int r = 0; r < n; ++r)
+                    rmsnorm(&xb_[static_cast<size_t>(r) * c.dim],
+                            &x_[static_cast<size_t>(r) * c.dim], w.attn_norm.data, c.dim,
+                            c.rms_eps);
+            },
+            [&] { return norm_cost(w.attn_norm); });
+        op(
+            OpKind::kQkv, l,
+            [&] {
+                matmul(pool_, xb_.data(), n, w.wq, q_.data());
+                matmul(pool_, xb_.data(), n, w.wk, k_.data());
+                matmul(pool_, xb_.data(), n, w.wv, v_.data());
+                add_bias(q_.data(), n, w.bq);
+                add_bias(k_.data(), n, w.bk);
+                add_bias(v_.data(), n, w.bv);
+            },
+            [&] {
+                KernelCost k = matmul_cost(n64, q_dim, dim, w.wq.bytes());
+                k += matmul_cost(n64, kv_dim, dim, w.wk.bytes());
+                k += matmul_cost(n64, kv_dim, dim, w.wv.bytes());
+                k.activation_bytes -= 2 * n64 * dim * 4;  // the input is read once
+                k.weight_bytes += w.bq.bytes() + w.bk.bytes() + w.bv.bytes();
+                return k;
+            });
 
-        // RoPE, then store this layer's K/V of every row through its block table.
-        for (int r = 0; r < n; ++r) {
-            int pos = row_pos_[static_cast<size_t>(r)];
-            for (int h = 0; h < c.n_heads; ++h)
-                rope(&q_[static_cast<size_t>(r) * c.q_dim() + static_cast<size_t>(h) * c.head_dim],
-                     c.head_dim, pos, inv_freq_.data(), c.rope_style);
-            for (int h = 0; h < c.n_kv_heads; ++h)
-                rope(&k_[static_cast<size_t>(r) * c.kv_dim() + static_cast<size_t>(h) * c.head_dim],
-                     c.head_dim, pos, inv_freq_.data(), c.rope_style);
-            const SequenceChunk& chunk =
-                batch.chunks[static_cast<size_t>(row_chunk_[static_cast<size_t>(r)])];
-            const int at = row_slot_[static_cast<size_t>(r)];
-            BlockId block = chunk.table->blocks[static_cast<size_t>(at / kv_.block_size())];
-            int slot = at % kv_.block_size();
-            const float* kr = &k_[static_cast<size_t>(r) * c.kv_dim()];
-            kv_.write(l, block, slot, kr, &v_[static_cast<size_t>(r) * c.kv_dim()]);
-            if (chunk.lanes && chunk.lanes->want_key_norm)
-                for (int h = 0; h < c.n_kv_heads; ++h)
-                    chunk.lanes->lane(l, h).key_norm[static_cast<size_t>(at)] =
-                        std::sqrt(dot(kr + h * c.head_dim, kr + h * c.head_dim, c.head_dim));
-        }
+        op(
+            OpKind::kRope, l,
+            [&] {
+                for (int r = 0; r < n; ++r) {
+                    int pos = row_pos_[static_cast<size_t>(r)];
+                    for (int h = 0; h < c.n_heads; ++h)
+                        rope(&q_[static_cast<size_t>(r) * c.q_dim() +
+                                 static_cast<size_t>(h) * c.head_dim],
+                             c.head_dim, pos, inv_freq_.data(), c.rope_style);
+                    for (int h = 0; h < c.n_kv_heads; ++h)
+                        rope(&k_[static_cast<size_t>(r) * c.kv_dim() +
+                                 static_cast<size_t>(h) * c.head_dim],
+                             c.head_dim, pos, inv_freq_.data(), c.rope_style);
+                }
+            },
+            [&] { return elementwise_cost(n64 * (q_dim + kv_dim), n64 * (q_dim + kv_dim), 6); });
 
-        attention(batch, l);
-        if (any_lanes) gather_lane_stats(batch, l);
+        // Store this layer's K/V of every row through its block table.
+        op(
+            OpKind::kKvWrite, l,
+            [&] {
+                for (int r = 0; r < n; ++r) {
+                    const SequenceChunk& chunk =
+                        batch.chunks[static_cast<size_t>(row_chunk_[static_cast<size_t>(r)])];
+                    const int at = row_slot_[static_cast<size_t>(r)];
+                    BlockId block = chunk.table->blocks[static_cast<size_t>(at / kv_.block_size())];
+                    int slot = at % kv_.block_size();
+                    const float* kr = &k_[static_cast<size_t>(r) * c.kv_dim()];
+                    kv_.write(l, block, slot, kr, &v_[static_cast<size_t>(r) * c.kv_dim()]);
+                    if (chunk.lanes && chunk.lanes->want_key_norm)
+                        for (int h = 0; h < c.n_kv_heads; ++h)
+                            chunk.lanes->lane(l, h).key_norm[static_cast<size_t>(at)] = std::sqrt(
+                                dot(kr + h * c.head_dim, kr + h * c.head_dim, c.head_dim));
+                }
+            },
+            [&] {
+                KernelCost k = elementwise_cost(2 * n64 * kv_dim, 0, 0);
+                k.kv_written_bytes = n64 * kv_token_layer_bytes;
+                return k;
+            });
 
-        matmul(pool_, att_.data(), n, w.wo, xb_.data());
-        for (size_t i = 0; i < N * c.dim; ++i)
-            x_[i] += xb_[i];
+        op(
+            OpKind::kAttention, l,
+            [&] {
+                attention(batch, l);
+                if (any_lanes) gather_lane_stats(batch, l);
+            },
+            [&] {
+                KernelCost k = elementwise_cost(n64 * q_dim, n64 * q_dim, 0);
+                k.kv_read_bytes = attention_kv_read_bytes(batch, l);
+                for (size_t r = 0; r < N; ++r)  // QK and PV over the row's keys, every head
+                    k.flops += 4 * static_cast<int64_t>(row_slot_[r] + 1) * q_dim;
+                return k;
+            });
+
+        op(
+            OpKind::kAttnOutput, l,
+            [&] {
+                matmul(pool_, att_.data(), n, w.wo, xb_.data());
+                for (size_t i = 0; i < N * c.dim; ++i)
+                    x_[i] += xb_[i];
+            },
+            [&] {
+                KernelCost k = matmul_cost(n64, dim, q_dim, w.wo.bytes());
+                k += elementwise_cost(2 * n64 * dim, n64 * dim, 1);
+                return k;
+            });
         times_.attention_ns += since(t_attention);
 
         auto t_mlp = clock::now();
-        for (int r = 0; r < n; ++r)
-            rmsnorm(&xb_[static_cast<size_t>(r) * c.dim], &x_[static_cast<size_t>(r) * c.dim],
-                    w.ffn_norm.data, c.dim, c.rms_eps);
-        matmul(pool_, xb_.data(), n, w.w_gate, hb_.data());
-        matmul(pool_, xb_.data(), n, w.w_up, hb2_.data());
-        swiglu(hb_.data(), hb2_.data(), n * c.hidden_dim);
-        matmul(pool_, hb_.data(), n, w.w_down, xb_.data());
-        for (size_t i = 0; i < N * c.dim; ++i)
-            x_[i] += xb_[i];
+        op(
+            OpKind::kFfnNorm, l,
+            [&] {
+                for (int r = 0; r < n; ++r)
+                    rmsnorm(&xb_[static_cast<size_t>(r) * c.dim],
+                            &x_[static_cast<size_t>(r) * c.dim], w.ffn_norm.data, c.dim, c.rms_eps);
+            },
+            [&] { return norm_cost(w.ffn_norm); });
+        op(
+            OpKind::kFfnGateUp, l,
+            [&] {
+                matmul(pool_, xb_.data(), n, w.w_gate, hb_.data());
+                matmul(pool_, xb_.data(), n, w.w_up, hb2_.data());
+            },
+            [&] {
+                KernelCost k = matmul_cost(n64, hidden, dim, w.w_gate.bytes());
+                k += matmul_cost(n64, hidden, dim, w.w_up.bytes());
+                k.activation_bytes -= n64 * dim * 4;  // the input is read once
+                return k;
+            });
+        op(
+            OpKind::kSwiglu, l, [&] { swiglu(hb_.data(), hb2_.data(), n * c.hidden_dim); },
+            [&] { return elementwise_cost(2 * n64 * hidden, n64 * hidden, 5); });
+        Status finite;
+        op(
+            OpKind::kFfnDown, l,
+            [&] {
+                matmul(pool_, hb_.data(), n, w.w_down, xb_.data());
+                for (size_t i = 0; i < N * c.dim; ++i)
+                    x_[i] += xb_[i];
+                finite = check_finite(x_.data(), N * c.dim, c.dim, "layer " + std::to_string(l));
+            },
+            [&] {
+                KernelCost k = matmul_cost(n64, dim, hidden, w.w_down.bytes());
+                k += elementwise_cost(2 * n64 * dim, n64 * dim, 1);
+                return k;
+            });
         times_.mlp_ns += since(t_mlp);
-        if (Status s = check_finite(x_.data(), N * c.dim, c.dim, "layer " + std::to_string(l)); !s)
-            return s;
+        if (!finite) return finite;
     }
 
     // Final norm and classifier, only for the rows whose logits are wanted.
     std::vector<float> last;
     int n_out = 0;
-    row = 0;
-    for (const SequenceChunk& ch : batch.chunks) {
-        size_t first = row;
-        row += static_cast<size_t>(ch.num_tokens);
-        if (!(ch.want_logits || ch.all_logits) || ch.num_tokens == 0) continue;
-        for (size_t r = ch.all_logits ? first : row - 1; r < row; ++r) {
-            last.resize(static_cast<size_t>(n_out + 1) * c.dim);
-            rmsnorm(&last[static_cast<size_t>(n_out) * c.dim], &x_[r * c.dim],
-                    weights_.output_norm.data, c.dim, c.rms_eps);
-            ++n_out;
-        }
-    }
+    op(
+        OpKind::kOutputNorm, -1,
+        [&] {
+            size_t at = 0;
+            for (const SequenceChunk& ch : batch.chunks) {
+                size_t first = at;
+                at += static_cast<size_t>(ch.num_tokens);
+                if (!(ch.want_logits || ch.all_logits) || ch.num_tokens == 0) continue;
+                for (size_t r = ch.all_logits ? first : at - 1; r < at; ++r) {
+                    last.resize(static_cast<size_t>(n_out + 1) * c.dim);
+                    rmsnorm(&last[static_cast<size_t>(n_out) * c.dim], &x_[r * c.dim],
+                            weights_.output_norm.data, c.dim, c.rms_eps);
+                    ++n_out;
+                }
+            }
+        },
+        [&] {
+            KernelCost k = elementwise_cost(int64_t{n_out} * dim, int64_t{n_out} * dim, 4);
+            k.weight_bytes = weights_.output_norm.bytes();
+            return k;
+        });
     logits.resize(static_cast<size_t>(n_out) * c.vocab_size);
-    if (n_out > 0) matmul(pool_, last.data(), n_out, weights_.output, logits.data());
+    op(
+        OpKind::kLmHead, -1,
+        [&] {
+            if (n_out > 0) matmul(pool_, last.data(), n_out, weights_.output, logits.data());
+        },
+        [&] {
+            return n_out > 0 ? matmul_cost(n_out, c.vocab_size, dim, weights_.output.bytes())
+                             : KernelCost{};
+        });
     size_t bad = first_nonfinite(logits.data(), logits.size());
     if (bad < logits.size())
         return Error{"the model produced " + std::string(std::isnan(logits[bad]) ? "NaN" : "Inf") +
                      " in its output layer (logits): its output weights or final norm hold NaN or "
                      "Inf, or overflow float32"};
     return {};
+}
+
+int64_t CpuForward::attention_kv_read_bytes(const ForwardBatch& batch, int layer) const {
+    const ModelConfig& c = config_;
+    const int bs = kv_.block_size();
+    // K/V of one token of one KV head in one layer.
+    const int64_t lane_token_bytes = static_cast<int64_t>(kv_.bytes_per_block()) /
+                                     (static_cast<int64_t>(bs) * c.n_layers * c.n_kv_heads);
+    int64_t held = 0;
+    size_t row = 0;
+    for (const SequenceChunk& ch : batch.chunks) {
+        row += static_cast<size_t>(ch.num_tokens);
+        if (ch.num_tokens == 0) continue;
+        const int len = row_slot_[row - 1] + 1;
+        for (int h = 0; h < c.n_kv_heads; ++h) {
+            const LaneStats* lane = ch.lanes ? &ch.lanes->lane(layer, h) : nullptr;
+            for (int t0 = 0, blk = 0; t0 < len; t0 += bs, ++blk) {
+                if (ch.table->blocks[static_cast<size_t>(blk)] < 0) continue;
+                const int span = std::min(bs, len - t0);
+                if (!lane) {
+                    held += span;
+                    continue;
+                }
+                for (int s = 0; s < span; ++s)
+                    held += lane->position[static_cast<size_t>(t0 + s)] >= 0;
+            }
+        }
+    }
+    return held * lane_token_bytes;
 }
 
 void CpuForward::attention(const ForwardBatch& batch, int layer) {

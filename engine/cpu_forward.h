@@ -13,6 +13,7 @@
 #include "engine/kv_cache.h"
 #include "engine/model_config.h"
 #include "engine/model_weights.h"
+#include "engine/op_trace.h"
 
 namespace kvscope {
 
@@ -81,6 +82,8 @@ class CpuForward {
         int64_t attention_ns = 0, mlp_ns = 0;
     };
     const PhaseTimes& last_phase_times() const { return times_; }
+    // Null (the default) traces nothing; otherwise run() appends a span per op (op_trace.h).
+    void set_trace(OpTrace* trace) { trace_ = trace; }
 
   private:
     void attention(const ForwardBatch& batch, int layer);
@@ -90,6 +93,21 @@ class CpuForward {
     KvCacheStorage& kv_;
     ThreadPool& pool_;
     AttentionCapture* capture_ = nullptr;
+    OpTrace* trace_ = nullptr;
+    // Runs `body` as one op; with a trace, times it and records `cost()` (only then computed).
+    template <class Body, class Cost>
+    void op(OpKind kind, int layer, Body&& body, Cost&& cost) {
+        if (!trace_) {
+            body();
+            return;
+        }
+        const int64_t start = host_now_ns();
+        body();
+        trace_->add(kind, layer, start, cost());
+    }
+    // K/V bytes attention reads in `layer` for the batch: every slot a chunk's lanes still hold
+    // in blocks not given back, once per chunk (its rows share them).
+    int64_t attention_kv_read_bytes(const ForwardBatch& batch, int layer) const;
     PhaseTimes times_;
     std::mutex capture_mutex_;
     std::vector<float> inv_freq_;

@@ -3,6 +3,7 @@
 // of both llama2.c files and GGUF, whose ne0 is the input dimension). A view either points into
 // the mapped model file (F32 tensors) or into `owned` buffers filled by dequantization.
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -14,11 +15,14 @@ struct Matrix {
     const float* data = nullptr;
     int rows = 0;  // out features
     int cols = 0;  // in features
+    // What a pass over the matrix reads: fp32 as held in memory.
+    int64_t bytes() const { return static_cast<int64_t>(rows) * cols * 4; }
 };
 
 struct Vector {
     const float* data = nullptr;
     int size = 0;
+    int64_t bytes() const { return data ? static_cast<int64_t>(size) * 4 : 0; }
 };
 
 struct LayerWeights {
@@ -36,6 +40,17 @@ struct ModelWeights {
     Matrix output;  // [vocab][dim]; may alias token_embedding
     // Keeps storage alive: the file mapping and any dequantized copies.
     std::vector<std::shared_ptr<const void>> owners;
+
+    // Bytes of every weight as held in memory (a tied classifier counted once).
+    int64_t bytes() const {
+        int64_t b = token_embedding.bytes() + output_norm.bytes();
+        if (output.data != token_embedding.data) b += output.bytes();
+        for (const LayerWeights& l : layers)
+            b += l.attn_norm.bytes() + l.wq.bytes() + l.wk.bytes() + l.wv.bytes() + l.wo.bytes() +
+                 l.bq.bytes() + l.bk.bytes() + l.bv.bytes() + l.ffn_norm.bytes() +
+                 l.w_gate.bytes() + l.w_up.bytes() + l.w_down.bytes();
+        return b;
+    }
 };
 
 }  // namespace kvscope

@@ -20,7 +20,7 @@ struct Reporter {
         e.run = run;
         e.step = step;
         e.seq_no = ++last_seq_no;
-        e.t_ns = host_now_ns();
+        if (e.t_ns == 0) e.t_ns = host_now_ns();  // kernel events carry their start
         probe->emit(std::move(e));
     }
 };

@@ -397,11 +397,16 @@ bool Scheduler::step() {
     }
     rep.step = step_;
     auto t_schedule = clock::now();
+    const bool tracing = rep.on() && options_.trace_ops;
+    trace_.spans.clear();
+    trace_.threads = engine_.threads().num_threads();
+    const int64_t schedule_start = tracing ? host_now_ns() : 0;
     admit_arrivals();
     ForwardBatch batch;
     std::vector<int32_t> chunk_seq;
     bool any = schedule(batch, chunk_seq);
     double schedule_s = seconds_since(t_schedule);
+    if (tracing) trace_.add(OpKind::kSchedule, -1, schedule_start, {});
     if (!any) {
         if (done()) return false;
         compute_metrics();
@@ -432,8 +437,10 @@ bool Scheduler::step() {
     bool capture = rep.on() && !options_.capture_attention.empty();
     if (capture) capture_.wanted = options_.capture_attention;
     engine_.forward().set_capture(capture ? &capture_ : nullptr);
+    engine_.forward().set_trace(tracing ? &trace_ : nullptr);
     Status ran = engine_.forward().run(batch, logits_);
     engine_.forward().set_capture(nullptr);
+    engine_.forward().set_trace(nullptr);
     if (!ran) {
         error_ = ran;  // nothing sampled from garbage; the run ends here
         return false;
@@ -443,6 +450,8 @@ bool Scheduler::step() {
 
     auto t_sample = clock::now();
     double sample_s = 0;  // the samplers alone, out of the loop's time
+    const int64_t sample_start = tracing ? host_now_ns() : 0;
+    int64_t sampled = 0;
     size_t logit_row = 0;
     const int vocab = engine_.config().vocab_size;
     for (size_t i = 0; i < batch.chunks.size(); ++i) {
@@ -456,8 +465,15 @@ bool Scheduler::step() {
         auto t0 = clock::now();
         int32_t token = s.sampler.sample(l);
         sample_s += seconds_since(t0);
+        ++sampled;
         append_token(s, token);
     }
+    if (tracing) {  // the samplers read each logit row once
+        KernelCost k;
+        k.activation_bytes = sampled * vocab * static_cast<int64_t>(sizeof(float));
+        trace_.add(OpKind::kSample, -1, sample_start, k);
+    }
+    const int64_t evict_start = tracing ? host_now_ns() : 0;
     // Token eviction: each sequence that ran keeps every lane within its budget.
     for (int32_t si : chunk_seq) {
         Sequence& s = seqs_[static_cast<size_t>(si)];
@@ -466,13 +482,17 @@ bool Scheduler::step() {
                 options_.evictor->after_step(*s.lanes, s.table, s.computed, s.prompt_len, s.index,
                                              engine_.blocks(), engine_.kv(), rep);
     }
+    if (tracing && options_.evictor) trace_.add(OpKind::kEvict, -1, evict_start, {});
     schedule_s += seconds_since(t_sample) - sample_s;
+    // The step's wall time, before any of its spans are reported.
+    const double step_s = seconds_since(t_schedule);
     totals_.schedule_seconds += schedule_s;
     totals_.forward_seconds += forward_s;
     totals_.max_running = std::max(totals_.max_running, static_cast<int32_t>(running_.size()));
 
     compute_metrics();
     if (rep.on()) {
+        report_ops();
         auto phase = [&](Phase p, double s) {
             Event e;
             e.kind = EventKind::kPhase;
@@ -491,12 +511,30 @@ bool Scheduler::step() {
         e.a = static_cast<int32_t>(running_.size());
         e.b = static_cast<int32_t>(waiting_.size());
         e.c = static_cast<int32_t>(swapped_.size());
-        e.value = schedule_s + forward_s;
+        e.value = step_s;
         rep.emit(std::move(e));
     }
     ++step_;
     ++steps_run_;
     return true;
+}
+
+void Scheduler::report_ops() {
+    const Reporter& rep = engine_.reporter();
+    for (const OpSpan& span : trace_.spans) {
+        Event e;
+        e.kind = EventKind::kKernel;
+        e.t_ns = span.start_ns;
+        e.a = span.layer;
+        e.b = trace_.threads;
+        e.c = 0;  // the host thread: ops fork and join over the pool
+        e.wide = span.end_ns - span.start_ns;
+        e.value = static_cast<double>(span.cost.bytes());
+        e.text = std::string(op_name(span.kind));
+        e.payload = encode_kernel_cost(span.cost);
+        rep.emit(std::move(e));
+    }
+    trace_.spans.clear();
 }
 
 void Scheduler::report_attention(const std::vector<int32_t>& chunk_seq) {

@@ -19,6 +19,7 @@
 
 #include "engine/engine.h"
 #include "engine/kv_eviction.h"
+#include "engine/op_trace.h"
 #include "engine/request.h"
 #include "probes/event.h"
 
@@ -39,6 +40,9 @@ struct ServingOptions {
     // preempted by recompute only and take no part in prefix caching: an evicted token would
     // make a block's hash a lie.
     std::shared_ptr<const KvEvictor> evictor;
+    // While a probe listens: a `kernel` event per op of each step (op_trace.h), with its time
+    // and the bytes it moved. Off only to measure what the spans cost.
+    bool trace_ops = true;
 };
 
 struct Sequence {
@@ -165,6 +169,8 @@ class Scheduler {
     int64_t prefix_reused_ = 0, prefix_total_ = 0;
     std::vector<float> logits_;
     AttentionCapture capture_;
+    OpTrace trace_;
+    void report_ops();
 };
 
 }  // namespace kvscope

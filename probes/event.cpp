@@ -1,8 +1,10 @@
 #include "probes/event.h"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 
+#include "base/varint.h"
 #include "probes/probe.h"
 
 namespace kvscope {
@@ -54,6 +56,28 @@ int64_t host_now_ns() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(
                std::chrono::steady_clock::now().time_since_epoch())
         .count();
+}
+
+std::vector<uint8_t> encode_kernel_cost(const KernelCost& c) {
+    std::vector<uint8_t> out;
+    out.reserve(16);
+    for (int64_t v :
+         {c.weight_bytes, c.kv_read_bytes, c.kv_written_bytes, c.activation_bytes, c.flops})
+        varint::put(out, static_cast<uint64_t>(std::max<int64_t>(v, 0)));
+    return out;
+}
+
+bool decode_kernel_cost(const std::vector<uint8_t>& payload, KernelCost& out) {
+    varint::Reader r{payload.data(), payload.data() + payload.size()};
+    int64_t* fields[] = {&out.weight_bytes, &out.kv_read_bytes, &out.kv_written_bytes,
+                         &out.activation_bytes, &out.flops};
+    for (int64_t* f : fields) {
+        uint64_t v = 0;
+        // 2^62 bytes is far past any machine: larger values are corrupt, not big.
+        if (!r.get(v) || v > (uint64_t{1} << 62)) return false;
+        *f = static_cast<int64_t>(v);
+    }
+    return true;
 }
 
 void ProbeFanout::emit(Event&& event) {

@@ -26,7 +26,7 @@
 //  swap_out/in    req      -      blocks moved      -                -             bytes        -             -
 //  attention_row  req      -      layer             head             query pos     -            -             - (payload: u8 probs)
 //  token          req      -      position          token id         is prompt     -            -             text piece
-//  kernel         -        -      grid (x*y*z)      block (x*y*z)    stream        end ns       -             kernel name
+//  kernel         -        -      layer (-1 none)   threads          lane/stream   duration ns  bytes moved   op or kernel name (payload: KernelCost; t_ns = start)
 //  hbm_sample     -        -      -                 -                -             end ns       bytes r+w     "read:N write:M"
 //  metric         -        -      -                 -                -             -            value         metric name
 // clang-format on
@@ -99,5 +99,32 @@ struct Event {
 };
 
 int64_t host_now_ns();
+
+// What one op or kernel had to move and compute, from the shapes and dtypes of what it read and
+// wrote (not measured): a kernel event's payload, and the sum of the bytes its `value`.
+//   weights      model weights read (a batched step reads each matrix once)
+//   kv_read      K/V read by attention, each held slot once per sequence and layer
+//   kv_written   K/V stored for the step's new tokens
+//   activations  activations read and written
+struct KernelCost {
+    int64_t weight_bytes = 0, kv_read_bytes = 0, kv_written_bytes = 0, activation_bytes = 0;
+    int64_t flops = 0;
+    int64_t bytes() const {
+        return weight_bytes + kv_read_bytes + kv_written_bytes + activation_bytes;
+    }
+    KernelCost& operator+=(const KernelCost& o) {
+        weight_bytes += o.weight_bytes;
+        kv_read_bytes += o.kv_read_bytes;
+        kv_written_bytes += o.kv_written_bytes;
+        activation_bytes += o.activation_bytes;
+        flops += o.flops;
+        return *this;
+    }
+};
+// Payload layout: five varints in the order of the fields. Decoding refuses truncated or
+// negative-overflowing input (returns false) and ignores bytes after the fifth field, so a
+// later vocabulary may append.
+std::vector<uint8_t> encode_kernel_cost(const KernelCost& cost);
+bool decode_kernel_cost(const std::vector<uint8_t>& payload, KernelCost& out);
 
 }  // namespace kvscope

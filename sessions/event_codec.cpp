@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "sessions/varint.h"
+#include "base/varint.h"
 
 namespace kvscope {
 

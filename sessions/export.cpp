@@ -1,10 +1,13 @@
 #include "sessions/export.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
 
 #include "sessions/session_reader.h"
+#include "sessions/step_ops.h"
 
 namespace kvscope {
 
@@ -29,20 +32,76 @@ Status export_perfetto(SessionReader& reader, std::ostream& out) {
                       {"pid", pid},
                       {"tid", tid_phases},
                       {"args", {{"name", "phases"}}}});
+    // Ops (kernel events) by step: host ops nest inside their step's slice on the steps track,
+    // under a slice per layer; a GPU's kernels get a track per stream.
+    auto kernels = reader.events(reader.first_step(), reader.last_step(),
+                                 {EventKind::kKernel, EventKind::kHbmSample});
+    if (!kernels) return kernels.error();
+    std::map<int64_t, std::vector<Event>> by_step;
+    for (Event& e : kernels.value())
+        by_step[e.step].push_back(std::move(e));
+    const double limit = reader.info().bandwidth_limit_gbps();
     for (const StepSummary& s : steps) {
-        int64_t dur_ns = static_cast<int64_t>(s.step_seconds * 1e9);
+        std::vector<OpRecord> ops;
+        std::vector<Event> device;
+        if (auto it = by_step.find(s.step); it != by_step.end()) {
+            for (OpRecord& op : ops_of(it->second))
+                if (op.lane == 0) ops.push_back(std::move(op));
+            for (Event& e : it->second)
+                if (e.kind == EventKind::kHbmSample || e.c != 0) device.push_back(std::move(e));
+        }
+        // The step's slice covers its ops (scheduling starts before step_begin is reported), so
+        // that Perfetto nests them.
+        int64_t begin = s.t_begin_ns,
+                end = s.t_begin_ns + static_cast<int64_t>(s.step_seconds * 1e9);
+        for (const OpRecord& op : ops) {
+            begin = std::min(begin, op.start_ns);
+            end = std::max(end, op.end_ns);
+        }
         events.push_back({{"ph", "X"},
                           {"name", "step " + std::to_string(s.step)},
                           {"pid", pid},
                           {"tid", tid_steps},
-                          {"ts", us(s.t_begin_ns)},
-                          {"dur", static_cast<double>(dur_ns) / 1000.0},
+                          {"ts", us(begin)},
+                          {"dur", static_cast<double>(end - begin) / 1000.0},
                           {"args",
                            {{"prefill_tokens", s.prefill_tokens},
                             {"decode_tokens", s.decode_tokens},
                             {"running", s.running},
                             {"waiting", s.waiting},
-                            {"swapped", s.swapped}}}});
+                            {"swapped", s.swapped},
+                            {"bytes_moved", s.bytes_moved()},
+                            {"bandwidth_gbps", s.bandwidth_gbps()}}}});
+        std::map<int32_t, std::pair<int64_t, int64_t>> layers;  // layer -> [first start, last end]
+        for (const OpRecord& op : ops) {
+            if (op.layer < 0) continue;
+            auto [it, fresh] = layers.try_emplace(op.layer, op.start_ns, op.end_ns);
+            if (!fresh) it->second.second = std::max(it->second.second, op.end_ns);
+        }
+        for (const auto& [layer, span] : layers)
+            events.push_back({{"ph", "X"},
+                              {"name", "layer " + std::to_string(layer)},
+                              {"pid", pid},
+                              {"tid", tid_steps},
+                              {"ts", us(span.first)},
+                              {"dur", static_cast<double>(span.second - span.first) / 1000.0}});
+        for (const OpRecord& op : ops)
+            events.push_back({{"ph", "X"},
+                              {"name", op.name},
+                              {"pid", pid},
+                              {"tid", tid_steps},
+                              {"ts", us(op.start_ns)},
+                              {"dur", static_cast<double>(op.end_ns - op.start_ns) / 1000.0},
+                              {"args",
+                               {{"layer", op.layer},
+                                {"threads", op.threads},
+                                {"bytes", op.cost.bytes()},
+                                {"weight_bytes", op.cost.weight_bytes},
+                                {"kv_read_bytes", op.cost.kv_read_bytes},
+                                {"kv_written_bytes", op.cost.kv_written_bytes},
+                                {"activation_bytes", op.cost.activation_bytes},
+                                {"flops", op.cost.flops},
+                                {"gbps", op.gbps()}}}});
         // Scheduling, the forward pass (prefill or decode) and sampling run one after the other
         // inside a step; attention and MLP are parts of the forward pass (summed over layers),
         // drawn nested in it.
@@ -59,10 +118,10 @@ Status export_perfetto(SessionReader& reader, std::ostream& out) {
         };
         int64_t at = slice(Phase::kSchedule, s.t_begin_ns);
         for (Phase forward : {Phase::kPrefill, Phase::kDecode}) {
-            int64_t end = slice(forward, at);
-            if (end == at) continue;
+            int64_t end_of = slice(forward, at);
+            if (end_of == at) continue;
             slice(Phase::kMlp, slice(Phase::kAttention, at));
-            at = end;
+            at = end_of;
         }
         slice(Phase::kSample, at);
         double ts = us(s.t_begin_ns);
@@ -76,27 +135,28 @@ Status export_perfetto(SessionReader& reader, std::ostream& out) {
         counter("utilization", s.utilization);
         counter("prefix_hit_rate", s.prefix_hit_rate);
         counter("running", s.running);
-    }
-    // GPU kernels and bandwidth samples, when the run had them.
-    auto gpu = reader.events(reader.first_step(), reader.last_step(),
-                             {EventKind::kKernel, EventKind::kHbmSample});
-    if (!gpu) return gpu.error();
-    for (const Event& e : gpu.value()) {
-        if (e.kind == EventKind::kKernel) {
-            events.push_back({{"ph", "X"},
-                              {"name", e.text},
-                              {"pid", 2},
-                              {"tid", e.c},
-                              {"ts", us(e.t_ns)},
-                              {"dur", static_cast<double>(e.wide - e.t_ns) / 1000.0},
-                              {"args", {{"grid", e.a}, {"block", e.b}, {"step", e.step}}}});
-        } else {
-            double secs = static_cast<double>(e.wide - e.t_ns) / 1e9;
-            events.push_back({{"ph", "C"},
-                              {"name", "hbm_bandwidth_GBps"},
-                              {"pid", 2},
-                              {"ts", us(e.t_ns)},
-                              {"args", {{"value", secs > 0 ? e.value / secs / 1e9 : 0.0}}}});
+        if (s.bytes_moved() > 0) {
+            counter("bandwidth_GBps", s.bandwidth_gbps());
+            if (limit > 0) counter("bandwidth_limit_GBps", limit);
+        }
+        // A GPU's kernels and bandwidth samples, when the run had them.
+        for (const Event& e : device) {
+            if (e.kind == EventKind::kKernel) {
+                events.push_back({{"ph", "X"},
+                                  {"name", e.text},
+                                  {"pid", 2},
+                                  {"tid", e.c},
+                                  {"ts", us(e.t_ns)},
+                                  {"dur", static_cast<double>(e.wide) / 1000.0},
+                                  {"args", {{"bytes", e.value}, {"step", e.step}}}});
+            } else {
+                double secs = static_cast<double>(e.wide - e.t_ns) / 1e9;
+                events.push_back({{"ph", "C"},
+                                  {"name", "hbm_bandwidth_GBps"},
+                                  {"pid", 2},
+                                  {"ts", us(e.t_ns)},
+                                  {"args", {{"value", secs > 0 ? e.value / secs / 1e9 : 0.0}}}});
+            }
         }
     }
     json doc = {{"traceEvents", std::move(events)},
@@ -114,15 +174,22 @@ Status export_csv(SessionReader& reader, std::ostream& out_stream) {
         "step,t_begin_ns,step_seconds,running,waiting,swapped,prefill_tokens,decode_tokens,blocks_"
         "used,"
         "blocks_cached,fragmentation,internal_fragmentation,external_fragmentation,utilization,"
-        "prefix_hit_rate\n";
+        "prefix_hit_rate,weight_bytes,kv_read_bytes,kv_written_bytes,activation_bytes,bytes_moved,"
+        "bandwidth_gbps,bandwidth_fraction\n";
+    const double limit = reader.info().bandwidth_limit_gbps();
     char line[512];
     for (const StepSummary& s : reader.steps()) {
         std::snprintf(
-            line, sizeof line, "%lld,%lld,%.9g,%d,%d,%d,%d,%d,%d,%d,%.9g,%.9g,%.9g,%.9g,%.9g\n",
+            line, sizeof line,
+            "%lld,%lld,%.9g,%d,%d,%d,%d,%d,%d,%d,%.9g,%.9g,%.9g,%.9g,%.9g,%lld,%lld,%lld,%lld,%lld,"
+            "%.9g,%.9g\n",
             static_cast<long long>(s.step), static_cast<long long>(s.t_begin_ns), s.step_seconds,
             s.running, s.waiting, s.swapped, s.prefill_tokens, s.decode_tokens, s.blocks_used,
             s.blocks_cached, s.fragmentation, s.internal_fragmentation, s.external_fragmentation,
-            s.utilization, s.prefix_hit_rate);
+            s.utilization, s.prefix_hit_rate, static_cast<long long>(s.weight_bytes),
+            static_cast<long long>(s.kv_read_bytes), static_cast<long long>(s.kv_written_bytes),
+            static_cast<long long>(s.activation_bytes), static_cast<long long>(s.bytes_moved()),
+            s.bandwidth_gbps(), limit > 0 ? s.bandwidth_gbps() / limit : 0.0);
         out += line;
     }
     out_stream << out;

@@ -104,7 +104,15 @@ Result<std::unique_ptr<Recorder>> Recorder::create(const std::string& path, cons
         {"n_heads", info.n_heads},           {"n_kv_heads", info.n_kv_heads},
         {"head_dim", info.head_dim},         {"vocab_size", info.vocab_size},
         {"weight_bytes", info.weight_bytes}, {"kv_bytes_per_block", info.kv_bytes_per_block},
-        {"options", info.options_json}};
+        {"options", info.options_json},      {"threads", info.threads}};
+    if (info.bandwidth.known())
+        run["memory_bandwidth"] = {{"read_1_gbps", info.bandwidth.read_1_gbps},
+                                   {"copy_1_gbps", info.bandwidth.copy_1_gbps},
+                                   {"read_all_gbps", info.bandwidth.read_all_gbps},
+                                   {"copy_all_gbps", info.bandwidth.copy_all_gbps},
+                                   {"threads_all", info.bandwidth.threads_all},
+                                   {"buffer_bytes", info.bandwidth.buffer_bytes},
+                                   {"cpu", info.bandwidth.cpu}};
     auto meta = d.db.prepare("INSERT INTO meta(key, value) VALUES(?, ?)");
     if (!meta) return meta.error();
     for (auto [k, v] :
@@ -130,9 +138,9 @@ Result<std::unique_ptr<Recorder>> Recorder::create(const std::string& path, cons
         st = std::move(p).value();
         return {};
     };
-    if (Status s =
-            prep(d.insert_step,
-                 "INSERT INTO step VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+    if (Status s = prep(d.insert_step,
+                        "INSERT INTO step "
+                        "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
         !s)
         return s.error();
     if (Status s = prep(d.insert_keyframe, "INSERT OR REPLACE INTO keyframe VALUES(?,?,?)"); !s)
@@ -363,6 +371,9 @@ Status Recorder::write_step(std::vector<Event>& events) {
     for (int64_t ns : sum.phase_ns)
         st.bind_int(i++, ns);
     st.bind_blob(i++, d.encoder.bytes().data(), d.encoder.bytes().size());
+    for (int64_t v : {sum.weight_bytes, sum.kv_read_bytes, sum.kv_written_bytes,
+                      sum.activation_bytes, sum.ops_ns})
+        st.bind_int(i++, v);
     if (Status s = st.step_done(); !s) return s;
     st.reset();
     written_ += events.size();

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "base/input_file.h"
@@ -26,7 +27,8 @@ constexpr const char* kRequiredTables[] = {"meta", "strings", "step", "keyframe"
 // Migrations from older schema versions, applied to an in-memory copy when needed. Version 1
 // is the first; a v2 reader adds "1 -> 2" here.
 Status migrate(SqliteDb&, int32_t from) {
-    if (from == kSessionSchemaVersion) return {};
+    // Version 1 lacks the step table's byte columns: load_tail() reads them as zeros.
+    if (from == kSessionSchemaVersion || from == 1) return {};
     return Error{"no migration from session schema version " + std::to_string(from)};
 }
 }  // namespace
@@ -122,6 +124,22 @@ Result<std::unique_ptr<SessionReader>> SessionReader::open(const std::string& pa
         }
         i.weight_bytes = run.value("weight_bytes", int64_t{0});
         i.kv_bytes_per_block = run.value("kv_bytes_per_block", int64_t{0});
+        i.threads = std::clamp(run.value("threads", 0), 0, 1 << 16);
+        // The recording machine's bandwidth: figures outside (0, 100 TB/s) are taken as unknown
+        // rather than drawn as a limit.
+        if (auto bw = run.find("memory_bandwidth"); bw != run.end() && bw->is_object()) {
+            auto gbps = [&](const char* key) {
+                double v = bw->value(key, 0.0);
+                return std::isfinite(v) && v > 0 && v < 1e5 ? v : 0.0;
+            };
+            i.bandwidth.read_1_gbps = gbps("read_1_gbps");
+            i.bandwidth.copy_1_gbps = gbps("copy_1_gbps");
+            i.bandwidth.read_all_gbps = gbps("read_all_gbps");
+            i.bandwidth.copy_all_gbps = gbps("copy_all_gbps");
+            i.bandwidth.threads_all = std::clamp(bw->value("threads_all", 0), 0, 1 << 16);
+            i.bandwidth.buffer_bytes = std::max<int64_t>(0, bw->value("buffer_bytes", int64_t{0}));
+            i.bandwidth.cpu = bw->value("cpu", std::string());
+        }
     } catch (const std::exception& e) {
         return Error{path + ": session run info is incomplete: " + e.what()};
     }
@@ -170,7 +188,11 @@ Status SessionReader::load_tail() {
         "internal_fragmentation, "
         "external_fragmentation, utilization, prefix_hit_rate, step_seconds, schedule_ns, "
         "prefill_ns, "
-        "decode_ns, attention_ns, mlp_ns, sample_ns FROM step WHERE step > ? ORDER BY step");
+        "decode_ns, attention_ns, mlp_ns, sample_ns, " +
+        std::string(schema_version_ >= 2
+                        ? "weight_bytes, kv_read_bytes, kv_written_bytes, activation_bytes, ops_ns"
+                        : "0, 0, 0, 0, 0") +
+        " FROM step WHERE step > ? ORDER BY step");
     if (!steps) return Error{path_ + ": session 'step' table has the wrong columns"};
     steps->bind_int(1, steps_.empty() ? -1 : steps_.back().step);
     while (steps->next(err)) {
@@ -197,6 +219,9 @@ Status SessionReader::load_tail() {
         s.step_seconds = steps->column_double(c++);
         for (int64_t& ns : s.phase_ns)
             ns = steps->column_int(c++);
+        for (int64_t* v : {&s.weight_bytes, &s.kv_read_bytes, &s.kv_written_bytes,
+                           &s.activation_bytes, &s.ops_ns})
+            *v = steps->column_int(c++);
         steps_.push_back(s);
     }
     if (!err.ok()) return Error{path_ + ": corrupt database: " + err.error().message};

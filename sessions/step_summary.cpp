@@ -22,6 +22,19 @@ void summarize_step(const std::vector<Event>& events, StepSummary& s) {
                 s.swapped = e.c;
                 s.step_seconds = e.value;
                 break;
+            case EventKind::kKernel: {
+                KernelCost k;
+                if (decode_kernel_cost(e.payload, k)) {
+                    s.weight_bytes += k.weight_bytes;
+                    s.kv_read_bytes += k.kv_read_bytes;
+                    s.kv_written_bytes += k.kv_written_bytes;
+                    s.activation_bytes += k.activation_bytes;
+                }
+                // Host ops run one after another; a GPU's kernels overlap the host, so only the
+                // host lane's time counts as covering the step.
+                if (e.c == 0 && e.wide > 0) s.ops_ns += e.wide;
+                break;
+            }
             case EventKind::kPhase:
                 if (e.a >= 0 && e.a < 6) s.phase_ns[e.a] += e.wide;
                 break;

@@ -21,6 +21,17 @@ struct StepSummary {
     double step_seconds = 0;
     // Phase durations (ns) by Phase id, from phase events.
     int64_t phase_ns[6] = {0, 0, 0, 0, 0, 0};
+    // Where the bytes went, summed over the step's kernel events (ops), and the time the ops
+    // cover (the rest of step_seconds is "other").
+    int64_t weight_bytes = 0, kv_read_bytes = 0, kv_written_bytes = 0, activation_bytes = 0;
+    int64_t ops_ns = 0;
+    int64_t bytes_moved() const {
+        return weight_bytes + kv_read_bytes + kv_written_bytes + activation_bytes;
+    }
+    // Achieved bandwidth: bytes moved over the step's wall time (0 without either).
+    double bandwidth_gbps() const {
+        return step_seconds > 0 ? static_cast<double>(bytes_moved()) / step_seconds / 1e9 : 0.0;
+    }
 };
 
 // Folds the events of one step into its summary.

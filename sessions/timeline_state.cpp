@@ -4,8 +4,8 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "base/varint.h"
 #include "sessions/legacy_keyframe.h"
-#include "sessions/varint.h"
 
 namespace kvscope {
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "probes/event.h"
+#include "probes/memory_bandwidth.h"
 
 namespace kvscope {
 
@@ -31,6 +32,11 @@ struct RunInfo {
     std::string eviction_policy = "none";
     int32_t eviction_sinks = 0;
     std::string kv_dtype = "f32";
+    // The recording machine: threads the engine ran on, and its measured memory bandwidth (a
+    // replay elsewhere still judges the steps against the machine that ran them).
+    int32_t threads = 0;
+    MemoryBandwidth bandwidth;
+    double bandwidth_limit_gbps() const { return bandwidth.limit_gbps(threads); }
 };
 
 struct BlockState {

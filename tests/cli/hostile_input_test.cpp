@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -315,6 +316,81 @@ TEST(Hostile, NanWeightsStopTheRunNamingTheLayer) {
     std::string w = test::write_file(dir + "/w.jsonl", "{\"prompt_ids\":[1,2],\"max_tokens\":4}\n");
     expect_refused(kvscope({"run", "--model", model, "--workload", w}),
                    "the model produced NaN in layer 2", "run with NaN weights");
+}
+
+}  // namespace
+}  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+// The bandwidth cache is ours, but whatever sits at its path is measured over, never trusted,
+// and never stops a recording: garbage, absurd figures, another CPU's, a huge file, a FIFO, a
+// directory.
+TEST(Hostile, ABadBandwidthCacheIsMeasuredOverAndNeverStopsARecording) {
+    const std::string dir = test::temp_dir();
+    const std::string bin = test::kvscope_binary();
+    struct Case {
+        std::string name;
+        std::function<void(const std::string& path)> make;
+    };
+    const std::string cpu_line = "\"cores\": 2, \"cpu\": \"x\"";
+    std::vector<Case> cases = {
+        {"garbage", [](const std::string& p) { test::write_file(p, "\x1b[2J{{{not json"); }},
+        {"absurd",
+         [](const std::string& p) {
+             test::write_file(p,
+                              "{\"read_1_gbps\": 1e300, \"copy_1_gbps\": -4, "
+                              "\"read_all_gbps\": \"NaN\", \"copy_all_gbps\": null}");
+         }},
+        {"huge", [](const std::string& p) { test::write_file(p, std::string(1 << 20, ' ')); }},
+        {"fifo", [](const std::string& p) { ASSERT_EQ(::mkfifo(p.c_str(), 0600), 0); }},
+        {"directory", [](const std::string& p) { fs::create_directories(p); }},
+    };
+    for (const Case& c : cases) {
+        const std::string cache = dir + "/" + c.name;
+        fs::create_directories(cache + "/kvscope");
+        c.make(cache + "/kvscope/memory-bandwidth.json");
+        const std::string kvs = dir + "/" + c.name + ".kvs";
+        auto r = test::run_command({"/usr/bin/env", "XDG_CACHE_HOME=" + cache, bin, "generate",
+                                    "--max-tokens", "3", "--record", kvs},
+                                   120);
+        EXPECT_EQ(r.exit_code, 0) << c.name << ": " << r.err;
+        EXPECT_NE(r.err.find("measuring this machine's memory bandwidth"), std::string::npos)
+            << c.name << ": " << r.err;
+        EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << c.name;
+        auto info = test::run_command({bin, "inspect", kvs, "--step", "1", "--json"});
+        ASSERT_EQ(info.exit_code, 0) << c.name << ": " << info.err;
+        const double limit = nlohmann::json::parse(info.out)["bandwidth_limit_gbps"].get<double>();
+        EXPECT_GT(limit, 0.0) << c.name;
+        EXPECT_LT(limit, 1e5) << c.name;
+    }
+    // Once measured, a second run reads the cache instead of measuring again.
+    const std::string cache = dir + "/garbage";
+    auto again = test::run_command({"/usr/bin/env", "XDG_CACHE_HOME=" + cache, bin, "generate",
+                                    "--max-tokens", "3", "--record", dir + "/again.kvs"},
+                                   120);
+    EXPECT_EQ(again.exit_code, 0) << again.err;
+    EXPECT_EQ(again.err.find("measuring"), std::string::npos) << again.err;
+}
+
+TEST(Hostile, BenchMemoryTakesOnlySaneSettings) {
+    auto ok =
+        kvscope({"bench", "memory", "--size", "8", "--passes", "1", "--threads", "2", "--json"});
+    ASSERT_EQ(ok.exit_code, 0) << ok.err;
+    auto j = nlohmann::json::parse(ok.out);
+    for (const char* k : {"read_1_gbps", "copy_1_gbps", "read_all_gbps", "copy_all_gbps"})
+        EXPECT_GT(j[k].get<double>(), 0.0) << k;
+    EXPECT_EQ(j["buffer_bytes"].get<int64_t>(), int64_t{8} << 20);
+    EXPECT_EQ(j["threads_all"].get<int>(), 2);
+    for (std::vector<std::string> bad : {std::vector<std::string>{"bench"},
+                                         {"bench", "memory", "--passes", "0"},
+                                         {"bench", "memory", "--size", "-1"},
+                                         {"bench", "memory", "--threads", "99999"},
+                                         {"bench", "disk"}}) {
+        auto r = kvscope(bad);
+        EXPECT_EQ(r.exit_code, 2) << bad.back() << ": " << r.err;
+    }
 }
 
 }  // namespace

@@ -6,10 +6,10 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "base/varint.h"
 #include "sessions/event_codec.h"
 #include "sessions/legacy_keyframe.h"
 #include "sessions/timeline_state.h"
-#include "sessions/varint.h"
 #include "test_support.h"
 
 namespace kvscope {

@@ -1,0 +1,97 @@
+#include "sessions/step_ops.h"
+
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+
+#include "sessions/step_summary.h"
+#include "sessions/timeline_state.h"
+
+namespace kvscope {
+
+std::vector<OpRecord> ops_of(const std::vector<Event>& events) {
+    std::vector<OpRecord> ops;
+    for (const Event& e : events) {
+        if (e.kind != EventKind::kKernel) continue;
+        OpRecord op;
+        op.name = e.text;
+        op.layer = e.a;
+        op.threads = e.b;
+        op.lane = e.c;
+        op.start_ns = e.t_ns;
+        op.end_ns = e.t_ns + (e.wide > 0 ? e.wide : 0);
+        op.cost_known = decode_kernel_cost(e.payload, op.cost);
+        if (!op.cost_known) op.cost = {};
+        ops.push_back(std::move(op));
+    }
+    return ops;
+}
+
+std::vector<OpKindTotals> totals_by_kind(const std::vector<OpRecord>& ops) {
+    std::vector<OpKindTotals> rows;
+    std::unordered_map<std::string, size_t> at;
+    for (const OpRecord& op : ops) {
+        auto [it, fresh] = at.try_emplace(op.name, rows.size());
+        if (fresh) {
+            rows.emplace_back();
+            rows.back().name = op.name;
+        }
+        OpKindTotals& row = rows[it->second];
+        ++row.count;
+        row.ns += op.end_ns - op.start_ns;
+        row.cost += op.cost;
+    }
+    return rows;
+}
+
+nlohmann::json step_ops_json(const std::vector<Event>& step_events, const RunInfo& info) {
+    using json = nlohmann::json;
+    StepSummary sum;
+    summarize_step(step_events, sum);
+    std::vector<OpRecord> ops = ops_of(step_events);
+    auto split = [](const KernelCost& k) {
+        return json{{"weights", k.weight_bytes},
+                    {"kv_read", k.kv_read_bytes},
+                    {"kv_written", k.kv_written_bytes},
+                    {"activations", k.activation_bytes}};
+    };
+    json jops = json::array();
+    for (const OpRecord& op : ops)
+        jops.push_back({{"name", op.name},
+                        {"layer", op.layer},
+                        {"start_ns", op.start_ns},
+                        {"end_ns", op.end_ns},
+                        {"threads", op.threads},
+                        {"bytes", op.cost.bytes()},
+                        {"split", split(op.cost)},
+                        {"flops", op.cost.flops}});
+    json roofline = json::array();
+    const double limit = info.bandwidth_limit_gbps();
+    for (const OpKindTotals& t : totals_by_kind(ops))
+        roofline.push_back({{"name", t.name},
+                            {"count", t.count},
+                            {"seconds", static_cast<double>(t.ns) * 1e-9},
+                            {"bytes", t.cost.bytes()},
+                            {"flops", t.cost.flops},
+                            {"intensity_flops_per_byte", t.intensity()},
+                            {"gbps", t.gbps()},
+                            {"gflops", t.gflops()},
+                            {"fraction_of_limit", limit > 0 ? t.gbps() / limit : 0.0}});
+    KernelCost total;
+    total.weight_bytes = sum.weight_bytes;
+    total.kv_read_bytes = sum.kv_read_bytes;
+    total.kv_written_bytes = sum.kv_written_bytes;
+    total.activation_bytes = sum.activation_bytes;
+    const double ops_s = static_cast<double>(sum.ops_ns) * 1e-9;
+    return {{"ops", std::move(jops)},
+            {"bytes_moved", sum.bytes_moved()},
+            {"bytes", split(total)},
+            {"step_seconds", sum.step_seconds},
+            {"ops_seconds", ops_s},
+            {"other_seconds", std::max(0.0, sum.step_seconds - ops_s)},
+            {"bandwidth_gbps", sum.bandwidth_gbps()},
+            {"bandwidth_limit_gbps", limit},
+            {"bandwidth_fraction", limit > 0 ? sum.bandwidth_gbps() / limit : 0.0},
+            {"roofline", std::move(roofline)}};
+}
+
+}  // namespace kvscope
