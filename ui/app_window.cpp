@@ -281,6 +281,12 @@ std::string window_report(UiContext& ctx, int w, int h) {
               << "{\"request\": " << quoted(d.request) << ", \"position\": " << d.position
               << ", \"left_step\": " << d.left_step << ", \"right_step\": " << d.right_step << "}";
     j << "]";
+    const auto& k = ctx.drawn_kernels;
+    j << ",\n \"kernels\": {\"step\": " << k.step << ", \"ops\": " << k.ops << ", \"x\": " << k.x
+      << ", \"y\": " << k.y << ", \"w\": " << k.w << ", \"h\": " << k.h
+      << ", \"widest\": " << quoted(k.widest) << ", \"widest_x0\": " << k.widest_x0
+      << ", \"widest_x1\": " << k.widest_x1 << ", \"widest_y0\": " << k.widest_y0
+      << ", \"widest_y1\": " << k.widest_y1 << ", \"widest_color\": " << k.widest_color << "}";
     j << ",\n \"eviction_log\": {\"rows\": " << ctx.drawn_log_rows
       << ", \"token_evictions\": " << ctx.drawn_log_token_evictions << "},\n \"panels\": [";
     bool first = true;
@@ -417,8 +423,11 @@ void draw_frame(UiContext& ctx, const WindowOptions& o, int w, int h, bool focus
     } else {
         place("Block pool", left, 0, mid, top_h * 0.5f);
         draw_block_pool_panel(ctx);
-        place("Requests", left, top_h * 0.5f, mid, top_h * 0.5f);
+        // The selected step's requests and, beside them, where its time and bytes went.
+        place("Requests", left, top_h * 0.5f, mid * 0.45f, top_h * 0.5f);
         draw_requests_panel(ctx);
+        place("Kernels", left + mid * 0.45f, top_h * 0.5f, mid * 0.55f, top_h * 0.5f);
+        draw_kernels_panel(ctx);
         place("Attention", left + mid, 0, right, top_h);
         draw_heatmap_panel(ctx);
         place("Timeline", left, top_h, mid, bottom);

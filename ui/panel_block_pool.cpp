@@ -8,6 +8,7 @@
 #include <string>
 
 #include "ui/gl_texture.h"
+#include "ui/step_bytes.h"
 #include "ui/ui_context.h"
 
 namespace kvscope::ui {
@@ -65,6 +66,9 @@ void draw_block_pool_panel(UiContext& ctx, Side side) {
             (s->info.eviction_policy != "none"
                  ? "; eviction " + s->info.eviction_policy + " (paler: blocks with evicted slots)"
                  : ""));
+    // What this step moved, beside the blocks it moved it from (Kernels has the ops).
+    if (const StepSummary* sum = ctx.step_summary(side); sum && sum->bytes_moved() > 0)
+        draw_step_bytes(*sum, ctx.session_of(side)->info().bandwidth_limit_gbps());
     // Token eviction: the share of a block's slots (over layers and KV heads) still holding.
     const int lanes = std::max(1, s->info.n_layers * std::max(s->info.n_kv_heads, 1));
     auto kept_share = [&](const BlockState& st) {

@@ -39,7 +39,7 @@ void draw_requests_panel(UiContext& ctx, Side side) {
     std::stable_sort(rows.begin(), rows.end(), [](const RequestState* a, const RequestState* b) {
         return static_cast<int>(a->phase) < static_cast<int>(b->phase);
     });
-    ImGui::SameLine();
+    same_line_if_fits(ImGui::CalcTextSize("000 shown, 000 not arrived yet").x);
     if (queue.empty())
         ImGui::TextDisabled("%zu shown", rows.size());
     else
@@ -57,7 +57,10 @@ void draw_requests_panel(UiContext& ctx, Side side) {
             char label[160];
             std::snprintf(label, sizeof label, "%-10s %-8s %4d tok", r.name.c_str(),
                           request_phase_name(r.phase), r.num_tokens());
-            if (ImGui::Selectable(label, selected, 0, ImVec2(260.0f * ctx.view.font_scale, 0)))
+            // The label column gives way in a narrow panel; the block strip then scrolls.
+            const float label_w =
+                std::min(260.0f * ctx.view.font_scale, ImGui::GetContentRegionAvail().x * 0.6f);
+            if (ImGui::Selectable(label, selected, 0, ImVec2(label_w, 0)))
                 ctx.select_request_named(r.name);
             ImGui::SameLine();
             ImVec2 p = ImGui::GetCursorScreenPos();
@@ -112,12 +115,12 @@ void draw_requests_panel(UiContext& ctx, Side side) {
     ImGui::Separator();
     auto it = s->requests.find(selected_request);
     if (it == s->requests.end()) {
-        ImGui::TextDisabled("Click a request or a block to see its tokens.");
+        text_disabled_wrapped("Click a request or a block to see its tokens.");
     } else {
         const RequestState& r = it->second;
-        ImGui::Text("%s: %s, %d prompt + %d generated tokens, %d preemptions", r.name.c_str(),
-                    request_phase_name(r.phase), r.prompt_len,
-                    std::max(0, r.num_tokens() - r.prompt_len), r.preemptions);
+        ImGui::TextWrapped("%s: %s, %d prompt + %d generated tokens, %d preemptions",
+                           r.name.c_str(), request_phase_name(r.phase), r.prompt_len,
+                           std::max(0, r.num_tokens() - r.prompt_len), r.preemptions);
         ImGui::BeginChild("##tokens", ImVec2(0, 0), true);
         std::string prompt, generated;
         for (int t = 0; t < r.num_tokens(); ++t)

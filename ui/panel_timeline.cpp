@@ -4,6 +4,8 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <string>
 
 #include "ui/plot.h"
 #include "ui/ui_context.h"
@@ -34,7 +36,7 @@ void draw_timeline_panel(UiContext& ctx) {
     if (ImGui::SliderScalar("##step", ImGuiDataType_S64, &cursor, &first_ll, &last_ll, "step %lld"))
         ctx.set_cursor(cursor);
     static int64_t zoom_from = -1;
-    const bool has_gpu = false;
+    const double limit = ctx.session->info().bandwidth_limit_gbps();
     const float h = 30.0f * v.font_scale;
     std::vector<Track> tracks = {
         {"step time (ms)", [](const StepSummary& s) { return s.step_seconds * 1e3; }, 0xff5ab4e6,
@@ -51,6 +53,11 @@ void draw_timeline_panel(UiContext& ctx) {
          0xffcc79a7, "%.3f"},
         {"  schedule (ms)", [](const StepSummary& s) { return phase_ms(s, Phase::kSchedule); },
          0xffa779cc, "%.3f"},
+        {"bandwidth (GB/s)", [](const StepSummary& s) { return s.bandwidth_gbps(); }, 0xff42e4f0,
+         "%.1f", 0,
+         "Bytes the step's ops moved (weights, KV read and written, activations) over the step's "
+         "time. Red: the recording machine's measured read bandwidth.",
+         limit},
         {"tokens in step",
          [](const StepSummary& s) {
              return static_cast<double>(s.prefill_tokens + s.decode_tokens);
@@ -81,9 +88,11 @@ void draw_timeline_panel(UiContext& ctx) {
             }
         }
     }
-    text_disabled_wrapped(
-        has_gpu ? "GPU kernels and HBM bandwidth from CUPTI"
-                : "GPU kernels: none (CPU backend). Bandwidth: see Memory (estimated on the CPU).");
+    char limit_text[96] = "unknown (recorded before kvscope measured it)";
+    if (limit > 0) std::snprintf(limit_text, sizeof limit_text, "%.1f GB/s", limit);
+    text_disabled_wrapped(std::string("Bandwidth: bytes the ops moved over step time; red line: "
+                                      "the recording machine's read bandwidth, ") +
+                          limit_text + ". The selected step's ops: Kernels.");
     text_disabled_wrapped("Showing steps " + std::to_string(lo) + ".." + std::to_string(hi) +
                           ". Right-drag to zoom, double-click to reset.");
     ImGui::End();

@@ -73,6 +73,7 @@ int64_t plot_track(const Track& t, const std::vector<StepSummary>& steps, int64_
             if (vmax <= 0)
                 for (size_t i = a; i < b; ++i)
                     vmax = std::max(vmax, t.value(data[i]));
+            if (t.limit > 0) vmax = std::max(vmax, t.limit * 1.05);  // the limit stays in view
             if (vmax <= 0) vmax = 1;
             col.mn.assign(static_cast<size_t>(columns), 1e30f);
             col.mx.assign(static_cast<size_t>(columns), -1e30f);
@@ -102,6 +103,11 @@ int64_t plot_track(const Track& t, const std::vector<StepSummary>& steps, int64_
     };
     if (overlay) draw(*overlay, 0xff909090);
     draw(steps, t.color);
+    if (t.limit > 0) {
+        const double vmax = cached_columns(t.label, &steps).vmax;
+        const float y = p1.y - static_cast<float>(t.limit / vmax) * (height - 2);
+        dl->AddLine(ImVec2(p0.x, y), ImVec2(p1.x, y), 0xff4040ff, 1.5f);
+    }
     float cx = x_of(cursor);
     dl->AddLine(ImVec2(cx, p0.y), ImVec2(cx, p1.y), 0xffffffff, 1.5f);
     if (hovered) {

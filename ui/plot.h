@@ -17,6 +17,7 @@ struct Track {
     const char* format;          // printf format for the value at the cursor
     double fixed_max = 0;        // 0: scale to the data
     const char* note = nullptr;  // shown while the mouse is over the track's label
+    double limit = 0;            // > 0: a red line at this value (a machine's limit)
 };
 
 int64_t plot_track(const Track& track, const std::vector<StepSummary>& steps, int64_t lo,

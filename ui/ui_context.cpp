@@ -213,6 +213,36 @@ const std::vector<TokenDivergence>& UiContext::divergences() {
     return divergences_;
 }
 
+const StepSummary* UiContext::step_summary(Side side) const {
+    SessionReader* run = session_of(side);
+    if (!run) return nullptr;
+    const auto& steps = run->steps();
+    const int64_t at = cursor_of(side);
+    auto it = std::lower_bound(steps.begin(), steps.end(), at,
+                               [](const StepSummary& s, int64_t v) { return s.step < v; });
+    return it != steps.end() && it->step == at ? &*it : nullptr;
+}
+
+const std::vector<OpRecord>& UiContext::step_ops(Side side) {
+    RunCache& c = runs_[static_cast<int>(side)];
+    SessionReader* run = session_of(side);
+    const int64_t at = cursor_of(side);
+    // A step's row is written whole, so once read its ops do not change (a live run's newest
+    // step is read again only when the cursor moves to it after it was written).
+    if (c.ops_key != std::pair{run, at} || (c.ops.empty() && run && at > run->last_step() - 1)) {
+        c.ops_key = {run, at};
+        c.ops.clear();
+        if (run && at >= 0 && at <= run->last_step()) {
+            auto events = run->events(at, at, {EventKind::kKernel});
+            if (events)
+                c.ops = ops_of(*events);
+            else
+                view.message = events.error().message;
+        }
+    }
+    return c.ops;
+}
+
 const std::vector<Event>& UiContext::eviction_log(Side side) {
     RunCache& c = runs_[static_cast<int>(side)];
     SessionReader* run = session_of(side);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "sessions/session_reader.h"
+#include "sessions/step_ops.h"
 #include "sessions/token_divergence.h"
 #include "ui/controller.h"
 #include "ui/palette.h"
@@ -42,6 +43,8 @@ struct ViewState {
     bool message_is_error = false;
     std::string eviction_filter;
     int compare_align = 0;  // 0: same step; 1: same progress of the selected request
+    // Kernels panel: the part of the step shown (zoom 1 = all of it), from `kern_pan` (0..1).
+    float kern_zoom = 1.0f, kern_pan = 0.0f;
 };
 
 // Which of the shown runs a panel draws: the main one (selection, hover and the cursor live
@@ -112,6 +115,21 @@ class UiContext {
     } drawn_heatmap[2];  // [Side]
     // Rows the Evictions panel last listed (after its filters), and of them token evictions.
     size_t drawn_log_rows = 0, drawn_log_token_evictions = 0;
+    // What the Kernels panel last drew: the step, its ops, the canvas and the widest op's box
+    // (window pixels) and colour, so a test can find it on screen.
+    struct KernelsGeometry {
+        int64_t step = -1;
+        int ops = 0;
+        float x = 0, y = 0, w = 0, h = 0;
+        std::string widest;
+        float widest_x0 = 0, widest_x1 = 0, widest_y0 = 0, widest_y1 = 0;
+        uint32_t widest_color = 0;
+    } drawn_kernels;
+
+    // The step summary at `side`'s cursor, or null when that step has no row (an idle gap).
+    const StepSummary* step_summary(Side side = Side::kMain) const;
+    // The ops (kernel events) of `side`'s step at its cursor, read once per step.
+    const std::vector<OpRecord>& step_ops(Side side = Side::kMain);
 
     // Of `side`'s run (request indices are that run's):
     // Eviction and preemption log of the whole run (token evictions and compaction moves
@@ -152,6 +170,8 @@ class UiContext {
         SessionReader* captured_of = nullptr;
         std::vector<std::pair<int32_t, int32_t>> captured;
         int64_t captured_upto = -2;  // last step of the session when captured was asked for
+        std::pair<SessionReader*, int64_t> ops_key{nullptr, -1};
+        std::vector<OpRecord> ops;
     } runs_[2];
 };
 
@@ -172,6 +192,7 @@ void draw_block_pool_panel(UiContext& ctx, Side side = Side::kMain);
 void draw_requests_panel(UiContext& ctx, Side side = Side::kMain);
 void draw_heatmap_panel(UiContext& ctx, Side side = Side::kMain);
 void draw_eviction_log_panel(UiContext& ctx);
+void draw_kernels_panel(UiContext& ctx);
 void draw_timeline_panel(UiContext& ctx);
 void draw_memory_panel(UiContext& ctx);
 void draw_compare_panel(UiContext& ctx);

@@ -17,6 +17,7 @@
 
 #include "sessions/recorder.h"
 #include "sessions/session_reader.h"
+#include "sessions/step_ops.h"
 #include "test_support.h"
 
 namespace kvscope {
@@ -634,6 +635,67 @@ TEST_F(Gui, BadSessionsAndModelsGiveAMessageNotACrash) {
     EXPECT_GT(red_status(model_shot), 100u);
     EXPECT_GT(red_status(junk_shot), 100u);
     EXPECT_GT(red_status(newer_shot), 100u);
+}
+
+}  // namespace
+}  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+// A real recording's step in the Kernels panel: every op of the step is drawn, the widest op's
+// box is on screen in its colour, and the block pool and timeline show the same step's bytes.
+TEST_F(Gui, KernelsPanelDrawsTheOpsOfTheSelectedStep) {
+    if (!std::getenv("DISPLAY")) GTEST_SKIP() << "no X display";
+    std::string path = dir_ + "/ops.kvs";
+    auto g = kvscope({"generate", "--prompt", "In the beginning God created the heaven",
+                      "--max-tokens", "24", "--threads", "1", "--record", path});
+    ASSERT_EQ(g.exit_code, 0) << g.err;
+    auto reader = SessionReader::open(path);
+    ASSERT_TRUE(reader.ok()) << reader.error().message;
+    const int64_t step = 12;
+    auto events = (*reader)->events(step, step, {EventKind::kKernel});
+    ASSERT_TRUE(events.ok());
+    const size_t ops = ops_of(*events).size();
+    ASSERT_GT(ops, 60u);
+
+    std::string script = dir_ + "/k.txt";
+    test::write_file(script, "seek " + std::to_string(step) + "\nwait 2\nscreenshot " + dir_ +
+                                 "/k.png\ndump " + dir_ + "/k.json\nseek 3\nwait 2\ndump " + dir_ +
+                                 "/k3.json\nquit\n");
+    auto r = kvscope({"replay", path, "--script", script, "--width", "1920", "--height", "1080"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto d = nlohmann::json::parse(test::read_file(dir_ + "/k.json"));
+    auto k = d["kernels"];
+    EXPECT_EQ(k["step"].get<int64_t>(), step);
+    EXPECT_EQ(k["ops"].get<size_t>(), ops);
+    EXPECT_GT(k["w"].get<double>(), 300.0);
+    const double x0 = k["widest_x0"].get<double>(), x1 = k["widest_x1"].get<double>();
+    ASSERT_GT(x1 - x0, 20.0) << "the widest op should be wide on a 1920 pixel window";
+    Image im = load_png(dir_ + "/k.png");
+    ASSERT_GT(im.w, 0);
+    // A column of the widest op's box, away from its border and label, is its colour (ABGR in
+    // the dump, RGBA bytes little-endian in the image: the same 32-bit value).
+    const auto color = k["widest_color"].get<uint32_t>();
+    const int x = static_cast<int>(x1) - 3;
+    const int y =
+        static_cast<int>((k["widest_y0"].get<double>() + k["widest_y1"].get<double>()) / 2);
+    int same = 0;
+    for (int dy = -2; dy <= 2; ++dy)
+        same += im.at(x, y + dy) == color;
+    EXPECT_GE(same, 4) << k["widest"] << " at (" << x << ", " << y << ")";
+    // Another step, other ops.
+    auto d3 = nlohmann::json::parse(test::read_file(dir_ + "/k3.json"));
+    EXPECT_EQ(d3["kernels"]["step"].get<int64_t>(), 3);
+    EXPECT_GT(d3["kernels"]["ops"].get<int>(), 60);
+    // The panel's table scrolls inside it rather than running past its bottom.
+    int kernels_panels = 0;
+    for (const auto& p : d["panels"])
+        if (p["name"] == "Kernels") {
+            ++kernels_panels;
+            EXPECT_LE(p["content_h"].get<double>(), p["inner_h"].get<double>() + 1);
+        }
+    EXPECT_EQ(kernels_panels, 1);
 }
 
 }  // namespace

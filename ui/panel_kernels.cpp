@@ -1,0 +1,258 @@
+// Kernels: the selected step's ops on a time axis, as a profiler draws them. One lane per
+// thread or stream (the CPU backend's ops fork and join over its pool, so one host lane whose
+// label says how many threads each op ran on): a row of layers above the row of ops. Wheel to
+// zoom at the mouse, drag to pan, double-click for the whole step; hover an op for its time,
+// bytes, bandwidth and share of the machine's limit. Under it, the step's bytes split and the
+// roofline per op kind (time, bytes, arithmetic intensity, GB/s, GFLOP/s).
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "ui/step_bytes.h"
+#include "ui/ui_context.h"
+
+namespace kvscope::ui {
+
+namespace {
+// Op colours by what the op is: projections (weights-bound) in blues and greens, attention and
+// the KV write in the KV colours, norms and elementwise ops in greys and purples, host work in
+// pink.
+uint32_t op_color(const std::string& name) {
+    static const std::map<std::string, uint32_t> kColors = {
+        {"qkv", 0xffd08a3a},       {"attn_out", 0xffb27200}, {"ffn_gate_up", 0xff73b400},
+        {"ffn_down", 0xff4f9e2f},  {"lm_head", 0xffe0b056},  {"attention", 0xff009fe6},
+        {"kv_write", 0xff005ed5},  {"rope", 0xffa779cc},     {"swiglu", 0xffc090b0},
+        {"attn_norm", 0xff8a8a8a}, {"ffn_norm", 0xff8a8a8a}, {"output_norm", 0xff8a8a8a},
+        {"embed", 0xff707070},     {"schedule", 0xffa779cc}, {"sample", 0xffcc79a7},
+        {"evict", 0xff6060c0}};
+    auto it = kColors.find(name);
+    return it != kColors.end() ? it->second : 0xff5ab4e6;
+}
+
+std::string duration_text(int64_t ns) {
+    char buf[32];
+    if (ns >= 1000000)
+        std::snprintf(buf, sizeof buf, "%.2f ms", static_cast<double>(ns) / 1e6);
+    else if (ns >= 1000)
+        std::snprintf(buf, sizeof buf, "%.1f us", static_cast<double>(ns) / 1e3);
+    else
+        std::snprintf(buf, sizeof buf, "%lld ns", static_cast<long long>(ns));
+    return buf;
+}
+
+void op_tooltip(const OpRecord& op, double limit) {
+    ImGui::BeginTooltip();
+    ImGui::Text("%s%s", op.name.c_str(),
+                op.layer >= 0 ? (", layer " + std::to_string(op.layer)).c_str() : "");
+    ImGui::Text("%s on %d thread%s", duration_text(op.end_ns - op.start_ns).c_str(), op.threads,
+                op.threads == 1 ? "" : "s");
+    if (op.cost_known) {
+        const KernelCost& c = op.cost;
+        ImGui::Text("%s: weights %s, KV read %s, KV written %s, activations %s",
+                    byte_size_text(static_cast<double>(c.bytes())).c_str(),
+                    byte_size_text(static_cast<double>(c.weight_bytes)).c_str(),
+                    byte_size_text(static_cast<double>(c.kv_read_bytes)).c_str(),
+                    byte_size_text(static_cast<double>(c.kv_written_bytes)).c_str(),
+                    byte_size_text(static_cast<double>(c.activation_bytes)).c_str());
+        if (limit > 0)
+            ImGui::Text("%.1f GB/s, %.0f%% of the machine's %.1f GB/s", op.gbps(),
+                        100 * op.gbps() / limit, limit);
+        else
+            ImGui::Text("%.1f GB/s", op.gbps());
+        if (c.flops > 0)
+            ImGui::Text("%.2f GFLOP/s, %.2f flops per byte",
+                        op.seconds() > 0 ? static_cast<double>(c.flops) / op.seconds() / 1e9 : 0.0,
+                        c.bytes() > 0
+                            ? static_cast<double>(c.flops) / static_cast<double>(c.bytes())
+                            : 0.0);
+    } else {
+        ImGui::TextDisabled("bytes unknown (the event carries no cost)");
+    }
+    ImGui::EndTooltip();
+}
+}  // namespace
+
+void draw_kernels_panel(UiContext& ctx) {
+    ImGui::Begin("Kernels");
+    ctx.drawn_kernels = {};
+    if (!ctx.session || ctx.before_first_step()) {
+        ImGui::TextDisabled("The ops of a step appear here once it has run.");
+        ImGui::End();
+        return;
+    }
+    ViewState& v = ctx.view;
+    const std::vector<OpRecord>& ops = ctx.step_ops();
+    const StepSummary* sum = ctx.step_summary();
+    const double limit = ctx.session->info().bandwidth_limit_gbps();
+    if (ops.empty()) {
+        text_disabled_wrapped("Step " + std::to_string(v.cursor) +
+                              ": no ops recorded (an idle step, or a recording made before "
+                              "kvscope recorded op spans).");
+        ImGui::End();
+        return;
+    }
+    if (sum) draw_step_bytes(*sum, limit);
+
+    // Time axis over the step's ops, zoomed and panned.
+    int64_t t0 = ops.front().start_ns, t1 = ops.front().end_ns;
+    int32_t threads = 0;
+    for (const OpRecord& op : ops) {
+        t0 = std::min(t0, op.start_ns);
+        t1 = std::max(t1, op.end_ns);
+        threads = std::max(threads, op.threads);
+    }
+    const double span = static_cast<double>(std::max<int64_t>(t1 - t0, 1));
+    v.kern_zoom = std::clamp(v.kern_zoom, 1.0f, 10000.0f);
+    v.kern_pan = std::clamp(v.kern_pan, 0.0f, 1.0f - 1.0f / v.kern_zoom);
+    const double view_ns = span / v.kern_zoom,
+                 view_t0 = static_cast<double>(t0) + v.kern_pan * span;
+
+    const float fs = v.font_scale, line = ImGui::GetTextLineHeight();
+    const float label_w = 110.0f * fs;
+    const float row_h = line + 6 * fs;
+    ImVec2 origin = ImGui::GetCursorScreenPos();
+    const float w = std::max(60.0f, ImGui::GetContentRegionAvail().x - label_w);
+    const float axis_h = line + 4 * fs, h = axis_h + 2 * row_h + 2;
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const ImVec2 c0(origin.x + label_w, origin.y), c1(c0.x + w, c0.y + h);
+    ImGui::InvisibleButton("##kernels", ImVec2(label_w + w, h));
+    const bool hovered = ImGui::IsItemHovered();
+    const ImVec2 mouse = ImGui::GetMousePos();
+    if (hovered && mouse.x >= c0.x) {
+        const float wheel = ImGui::GetIO().MouseWheel;
+        if (wheel != 0) {  // zoom around the time under the mouse
+            const double at = view_t0 + (mouse.x - c0.x) / w * view_ns;
+            v.kern_zoom = std::clamp(v.kern_zoom * (wheel > 0 ? 1.25f : 0.8f), 1.0f, 10000.0f);
+            const double new_view = span / v.kern_zoom;
+            v.kern_pan = static_cast<float>((at - (mouse.x - c0.x) / w * new_view - t0) / span);
+        }
+        if (ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) v.kern_zoom = 1, v.kern_pan = 0;
+    }
+    if (ImGui::IsItemActive() && ImGui::IsMouseDragging(ImGuiMouseButton_Left))
+        v.kern_pan -= ImGui::GetIO().MouseDelta.x / w / v.kern_zoom;
+    auto x_of = [&](int64_t t) {
+        return c0.x + static_cast<float>((static_cast<double>(t) - view_t0) / view_ns) * w;
+    };
+
+    dl->AddRectFilled(c0, c1, 0xff1c1c1c);
+    dl->PushClipRect(c0, c1, true);
+    // Ticks at a round step of time, about every 90 pixels.
+    const double want = view_ns * 90.0 * fs / w;
+    double tick = 1;
+    while (tick * 10 <= want)
+        tick *= 10;
+    if (tick * 5 <= want)
+        tick *= 5;
+    else if (tick * 2 <= want)
+        tick *= 2;
+    for (double t = std::ceil((view_t0 - static_cast<double>(t0)) / tick) * tick;
+         t <= view_t0 - static_cast<double>(t0) + view_ns; t += tick) {
+        const float x = x_of(t0 + static_cast<int64_t>(t));
+        dl->AddLine(ImVec2(x, c0.y), ImVec2(x, c1.y), 0xff333333);
+        dl->AddText(ImVec2(x + 2, c0.y), 0xff909090,
+                    duration_text(static_cast<int64_t>(t)).c_str());
+    }
+    const float layer_y = c0.y + axis_h, op_y = layer_y + row_h;
+    // Layers: from the first op of a layer to its last.
+    std::map<int32_t, std::pair<int64_t, int64_t>> layers;
+    for (const OpRecord& op : ops)
+        if (op.layer >= 0) {
+            auto [it, fresh] = layers.try_emplace(op.layer, op.start_ns, op.end_ns);
+            if (!fresh) it->second.second = std::max(it->second.second, op.end_ns);
+        }
+    auto box = [&](float x0, float x1, float y, uint32_t color, const std::string& label) {
+        x1 = std::max(x1, x0 + 1.0f);
+        dl->AddRectFilled(ImVec2(x0, y + 1), ImVec2(x1, y + row_h - 1), color);
+        if (x1 - x0 > 6) dl->AddRect(ImVec2(x0, y + 1), ImVec2(x1, y + row_h - 1), 0x60000000);
+        // A label only where it fits: a clipped word reads as a different op.
+        const ImVec2 ts = ImGui::CalcTextSize(label.c_str());
+        if (ts.x + 4 <= x1 - x0) {
+            const float lx = std::max(x0 + 2, std::min(c0.x + 2, x1 - ts.x - 2));
+            dl->AddText(ImVec2(lx, y + (row_h - ts.y) * 0.5f), 0xff000000, label.c_str());
+        }
+    };
+    for (const auto& [layer, s] : layers)
+        box(x_of(s.first), x_of(s.second), layer_y, (layer % 2) ? 0xff5a5a5a : 0xff6e6e6e,
+            "layer " + std::to_string(layer));
+    const OpRecord* under = nullptr;
+    const OpRecord* widest = nullptr;
+    for (const OpRecord& op : ops) {
+        if (op.lane != 0) continue;
+        const float x0 = x_of(op.start_ns), x1 = x_of(op.end_ns);
+        box(x0, x1, op_y, op_color(op.name), op.name);
+        if (!widest || op.end_ns - op.start_ns > widest->end_ns - widest->start_ns) widest = &op;
+        if (hovered && mouse.y >= op_y && mouse.y < op_y + row_h && mouse.x >= x0 &&
+            mouse.x < std::max(x1, x0 + 1))
+            under = &op;
+    }
+    dl->PopClipRect();
+    dl->AddText(ImVec2(origin.x, layer_y + (row_h - line) * 0.5f), 0xffd0d0d0, "host lane");
+    char lane[48];
+    std::snprintf(lane, sizeof lane, "%d thread%s", threads, threads == 1 ? "" : "s");
+    dl->AddText(ImVec2(origin.x, op_y + (row_h - line) * 0.5f), 0xff909090, lane);
+    if (under) op_tooltip(*under, limit);
+
+    auto& g = ctx.drawn_kernels;
+    g.step = v.cursor;
+    g.ops = static_cast<int>(ops.size());
+    g.x = c0.x, g.y = c0.y, g.w = w, g.h = h;
+    if (widest) {
+        g.widest = widest->name;
+        g.widest_x0 = std::max(c0.x, x_of(widest->start_ns));
+        g.widest_x1 = std::min(c1.x, x_of(widest->end_ns));
+        g.widest_y0 = op_y + 1;
+        g.widest_y1 = op_y + row_h - 1;
+        g.widest_color = op_color(widest->name);
+    }
+
+    // The roofline per op kind, slowest first.
+    std::vector<OpKindTotals> kinds = totals_by_kind(ops);
+    std::sort(kinds.begin(), kinds.end(),
+              [](const OpKindTotals& a, const OpKindTotals& b) { return a.ns > b.ns; });
+    const double step_ns = sum ? sum->step_seconds * 1e9 : 0.0;
+    int64_t ops_ns = 0;
+    for (const OpKindTotals& k : kinds)
+        ops_ns += k.ns;
+    ImVec2 avail = ImGui::GetContentRegionAvail();
+    const ImGuiTableFlags flags = ImGuiTableFlags_ScrollY | ImGuiTableFlags_RowBg |
+                                  ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingStretchProp;
+    if (avail.y > line * 2 && ImGui::BeginTable("##roofline", 8, flags, ImVec2(0, avail.y))) {
+        ImGui::TableSetupScrollFreeze(0, 1);
+        for (const char* c : {"op", "n", "time", "% step", "bytes", "GB/s", "% limit", "flop/B"})
+            ImGui::TableSetupColumn(c);
+        ImGui::TableHeadersRow();
+        auto row = [&](const std::string& name, int n, int64_t ns, double bytes, double gbps,
+                       double intensity, uint32_t color) {
+            ImGui::TableNextRow();
+            ImGui::TableNextColumn();
+            ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(color), "%s", name.c_str());
+            ImGui::TableNextColumn();
+            if (n > 0) ImGui::Text("%d", n);
+            ImGui::TableNextColumn();
+            ImGui::TextUnformatted(duration_text(ns).c_str());
+            ImGui::TableNextColumn();
+            if (step_ns > 0) ImGui::Text("%.1f", 100.0 * static_cast<double>(ns) / step_ns);
+            ImGui::TableNextColumn();
+            if (bytes > 0) ImGui::TextUnformatted(byte_size_text(bytes).c_str());
+            ImGui::TableNextColumn();
+            if (bytes > 0) ImGui::Text("%.1f", gbps);
+            ImGui::TableNextColumn();
+            if (bytes > 0 && limit > 0) ImGui::Text("%.0f", 100 * gbps / limit);
+            ImGui::TableNextColumn();
+            if (intensity > 0) ImGui::Text("%.2f", intensity);
+        };
+        for (const OpKindTotals& k : kinds)
+            row(k.name, k.count, k.ns, static_cast<double>(k.cost.bytes()), k.gbps(), k.intensity(),
+                op_color(k.name));
+        // What no op covers: event reporting and bookkeeping between the ops.
+        if (step_ns > static_cast<double>(ops_ns))
+            row("other", 0, static_cast<int64_t>(step_ns) - ops_ns, 0, 0, 0, 0xff909090);
+        ImGui::EndTable();
+    }
+    ImGui::End();
+}
+
+}  // namespace kvscope::ui
