@@ -152,8 +152,15 @@ void draw_kernels_panel(UiContext& ctx) {
          t <= view_t0 - static_cast<double>(t0) + view_ns; t += tick) {
         const float x = x_of(t0 + static_cast<int64_t>(t));
         dl->AddLine(ImVec2(x, c0.y), ImVec2(x, c1.y), 0xff333333);
-        dl->AddText(ImVec2(x + 2, c0.y), 0xff909090,
-                    duration_text(static_cast<int64_t>(t)).c_str());
+        // Ticks are round numbers: no decimals ("100 us", "1.5 ms").
+        char tick_label[32];
+        if (t >= 1e6)
+            std::snprintf(tick_label, sizeof tick_label, "%g ms", t / 1e6);
+        else if (t >= 1e3)
+            std::snprintf(tick_label, sizeof tick_label, "%g us", t / 1e3);
+        else
+            std::snprintf(tick_label, sizeof tick_label, "%g ns", t);
+        dl->AddText(ImVec2(x + 2, c0.y), 0xff909090, tick_label);
     }
     const float layer_y = c0.y + axis_h, op_y = layer_y + row_h;
     // Layers: from the first op of a layer to its last.

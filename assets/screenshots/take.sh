@@ -26,6 +26,7 @@ screenshot $shots/requests.png Requests
 screenshot $shots/timeline.png Timeline
 screenshot $shots/memory.png Memory
 screenshot $shots/evictions.png Evictions
+screenshot $shots/kernels.png Kernels
 hover-heatmap 200 190
 wait 1
 screenshot $shots/attention.png Attention
