@@ -86,6 +86,7 @@ Status CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
 
     const int64_t n64 = n, dim = c.dim, q_dim = c.q_dim(), kv_dim = c.kv_dim(),
                   hidden = c.hidden_dim;
+    if (trace_) trace_->start_chain();
     op(
         OpKind::kEmbed, -1,
         [&] {

@@ -94,16 +94,16 @@ class CpuForward {
     ThreadPool& pool_;
     AttentionCapture* capture_ = nullptr;
     OpTrace* trace_ = nullptr;
-    // Runs `body` as one op; with a trace, times it and records `cost()` (only then computed).
+    // Runs `body` as one op; with a trace, times it (from the previous op's end: the forward
+    // pass's ops run back to back) and records `cost()` (only then computed).
     template <class Body, class Cost>
     void op(OpKind kind, int layer, Body&& body, Cost&& cost) {
         if (!trace_) {
             body();
             return;
         }
-        const int64_t start = host_now_ns();
         body();
-        trace_->add(kind, layer, start, cost());
+        trace_->add_chained(kind, layer, cost());
     }
     // K/V bytes attention reads in `layer` for the batch: every slot a chunk's lanes still hold
     // in blocks not given back, once per chunk (its rows share them).

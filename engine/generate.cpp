@@ -43,6 +43,7 @@ Result<GenerateStats> generate(Engine& engine, const GenerateRequest& request,
     ServingOptions options;
     options.max_batch_tokens = std::max(prompt_len, 1);  // the prompt in one pass
     options.capture_attention = request.capture_attention;
+    options.trace_ops = request.trace_ops;
     options.evictor = request.evictor;
     Scheduler scheduler(engine, options, {r});
 

@@ -19,6 +19,7 @@ struct GenerateRequest {
     SamplingParams sampling;
     std::vector<uint8_t> capture_attention;    // per (layer, head); see attention_spec.h
     std::shared_ptr<const KvEvictor> evictor;  // token eviction; null keeps every token
+    bool trace_ops = true;                     // op spans while a probe listens (op_trace.h)
 };
 
 struct GenerateStats {

@@ -50,6 +50,15 @@ struct OpTrace {
     void add(OpKind kind, int32_t layer, int64_t start_ns, const KernelCost& cost) {
         spans.push_back({kind, layer, start_ns, host_now_ns(), cost});
     }
+    // Ops that run back to back share a clock read: each starts where the previous ended.
+    // start_chain() opens the run; add_chained() closes an op there and moves on.
+    int64_t chain_ns = 0;
+    void start_chain() { chain_ns = host_now_ns(); }
+    void add_chained(OpKind kind, int32_t layer, const KernelCost& cost) {
+        const int64_t end = host_now_ns();
+        spans.push_back({kind, layer, chain_ns, end, cost});
+        chain_ns = end;
+    }
 };
 
 // Costs of the ops, from their shapes (all counts in elements, sizes in bytes).

@@ -521,19 +521,20 @@ bool Scheduler::step() {
 
 void Scheduler::report_ops() {
     const Reporter& rep = engine_.reporter();
+    std::vector<Event>& events = op_events_;
+    events.clear();
     for (const OpSpan& span : trace_.spans) {
-        Event e;
+        Event& e = events.emplace_back();
         e.kind = EventKind::kKernel;
         e.t_ns = span.start_ns;
         e.a = span.layer;
         e.b = trace_.threads;
         e.c = 0;  // the host thread: ops fork and join over the pool
         e.wide = span.end_ns - span.start_ns;
-        e.value = static_cast<double>(span.cost.bytes());
         e.text = std::string(op_name(span.kind));
-        e.payload = encode_kernel_cost(span.cost);
-        rep.emit(std::move(e));
+        e.cost = span.cost;
     }
+    rep.emit_all(events);
     trace_.spans.clear();
 }
 

@@ -170,6 +170,7 @@ class Scheduler {
     std::vector<float> logits_;
     AttentionCapture capture_;
     OpTrace trace_;
+    std::vector<Event> op_events_;  // reused: a step's spans as events
     void report_ops();
 };
 

@@ -58,25 +58,32 @@ int64_t host_now_ns() {
         .count();
 }
 
-std::vector<uint8_t> encode_kernel_cost(const KernelCost& c) {
-    std::vector<uint8_t> out;
-    out.reserve(16);
+size_t encode_kernel_cost(const KernelCost& c, uint8_t* out) {
+    size_t n = 0;
     for (int64_t v :
-         {c.weight_bytes, c.kv_read_bytes, c.kv_written_bytes, c.activation_bytes, c.flops})
-        varint::put(out, static_cast<uint64_t>(std::max<int64_t>(v, 0)));
-    return out;
+         {c.weight_bytes, c.kv_read_bytes, c.kv_written_bytes, c.activation_bytes, c.flops}) {
+        auto u = static_cast<uint64_t>(std::max<int64_t>(v, 0));
+        while (u >= 0x80) {
+            out[n++] = static_cast<uint8_t>(u | 0x80);
+            u >>= 7;
+        }
+        out[n++] = static_cast<uint8_t>(u);
+    }
+    return n;
 }
 
 bool decode_kernel_cost(const std::vector<uint8_t>& payload, KernelCost& out) {
     varint::Reader r{payload.data(), payload.data() + payload.size()};
-    int64_t* fields[] = {&out.weight_bytes, &out.kv_read_bytes, &out.kv_written_bytes,
-                         &out.activation_bytes, &out.flops};
+    KernelCost k;
+    int64_t* fields[] = {&k.weight_bytes, &k.kv_read_bytes, &k.kv_written_bytes,
+                         &k.activation_bytes, &k.flops};
     for (int64_t* f : fields) {
         uint64_t v = 0;
         // 2^62 bytes is far past any machine: larger values are corrupt, not big.
         if (!r.get(v) || v > (uint64_t{1} << 62)) return false;
         *f = static_cast<int64_t>(v);
     }
+    out = k;
     return true;
 }
 
@@ -84,6 +91,17 @@ void ProbeFanout::emit(Event&& event) {
     for (int i = 0; i < count_; ++i) {
         Event copy = i + 1 == count_ ? std::move(event) : event;
         probes_[i]->emit(std::move(copy));
+    }
+}
+
+void ProbeFanout::emit_all(std::vector<Event>& events) {
+    for (int i = 0; i < count_; ++i) {
+        if (i + 1 == count_) {
+            probes_[i]->emit_all(events);
+        } else {
+            std::vector<Event> copy = events;
+            probes_[i]->emit_all(copy);
+        }
     }
 }
 

@@ -26,7 +26,7 @@
 //  swap_out/in    req      -      blocks moved      -                -             bytes        -             -
 //  attention_row  req      -      layer             head             query pos     -            -             - (payload: u8 probs)
 //  token          req      -      position          token id         is prompt     -            -             text piece
-//  kernel         -        -      layer (-1 none)   threads          lane/stream   duration ns  bytes moved   op or kernel name (payload: KernelCost; t_ns = start)
+//  kernel         -        -      layer (-1 none)   threads          lane/stream   duration ns  -             op or kernel name (payload: KernelCost; t_ns = start)
 //  hbm_sample     -        -      -                 -                -             end ns       bytes r+w     "read:N write:M"
 //  metric         -        -      -                 -                -             -            value         metric name
 // clang-format on
@@ -82,26 +82,9 @@ std::string_view phase_name(Phase p);
 enum class PreemptMode : int32_t { kRecompute = 0, kSwap = 1 };
 enum class FinishReason : int32_t { kLength = 0, kEndToken = 1, kContextFull = 2 };
 
-struct Event {
-    EventKind kind = EventKind::kMetric;
-    int32_t run = 0;
-    int64_t step = 0;
-    uint64_t seq_no = 0;
-    int64_t t_ns = 0;
-    int32_t request = -1;
-    int32_t block = -1;
-    int32_t a = 0, b = 0, c = 0;
-    int64_t wide = 0;
-    double value = 0;
-    // Defaulted so that `Event{.kind = ..., .request = ...}` may leave them out warning-free.
-    std::string text = {};
-    std::vector<uint8_t> payload = {};
-};
-
-int64_t host_now_ns();
-
 // What one op or kernel had to move and compute, from the shapes and dtypes of what it read and
-// wrote (not measured): a kernel event's payload, and the sum of the bytes its `value`.
+// wrote (not measured): a kernel event's `cost`, stored in a session as its payload (the bytes
+// it moved are the sum, not stored again).
 //   weights      model weights read (a batched step reads each matrix once)
 //   kv_read      K/V read by attention, each held slot once per sequence and layer
 //   kv_written   K/V stored for the step's new tokens
@@ -121,10 +104,35 @@ struct KernelCost {
         return *this;
     }
 };
-// Payload layout: five varints in the order of the fields. Decoding refuses truncated or
-// negative-overflowing input (returns false) and ignores bytes after the fifth field, so a
-// later vocabulary may append.
-std::vector<uint8_t> encode_kernel_cost(const KernelCost& cost);
+// Stored layout: five varints in the order of the fields. Decoding refuses truncated or
+// absurd input (returns false) and ignores bytes after the fifth field, so a later vocabulary
+// may append.
+constexpr size_t kKernelCostMaxBytes = 5 * 10;
+// Writes at most kKernelCostMaxBytes to `out`; returns how many.
+size_t encode_kernel_cost(const KernelCost& cost, uint8_t* out);
+// Leaves `out` untouched when it returns false.
 bool decode_kernel_cost(const std::vector<uint8_t>& payload, KernelCost& out);
+
+struct Event {
+    EventKind kind = EventKind::kMetric;
+    int32_t run = 0;
+    int64_t step = 0;
+    uint64_t seq_no = 0;
+    int64_t t_ns = 0;
+    int32_t request = -1;
+    int32_t block = -1;
+    int32_t a = 0, b = 0, c = 0;
+    int64_t wide = 0;
+    double value = 0;
+    // Defaulted so that `Event{.kind = ..., .request = ...}` may leave them out warning-free.
+    std::string text = {};
+    std::vector<uint8_t> payload = {};
+    // kernel events: what the op moved, held in place so that reporting an op allocates
+    // nothing (a session stores it as the payload; a payload left on a read kernel event is
+    // one that did not decode).
+    KernelCost cost = {};
+};
+
+int64_t host_now_ns();
 
 }  // namespace kvscope

@@ -12,6 +12,11 @@ class Probe {
     // Called on the engine thread; must not block on I/O (the recorder queues and returns).
     // The probe assigns seq_no and fills t_ns when it is 0.
     virtual void emit(Event&& event) = 0;
+    // Many events at once, in order (a step's op spans): one hand-over instead of one each.
+    virtual void emit_all(std::vector<Event>& events) {
+        for (Event& e : events)
+            emit(std::move(e));
+    }
     // True once the probe can no longer take events (a recorder whose disk filled up): the
     // scheduler then stops the run at the next step rather than go on unrecorded.
     virtual bool failed() const { return false; }
@@ -22,6 +27,7 @@ class ProbeFanout : public Probe {
   public:
     void add(Probe* p) { probes_[count_++] = p; }
     void emit(Event&& event) override;
+    void emit_all(std::vector<Event>& events) override;
     bool failed() const override;
 
   private:

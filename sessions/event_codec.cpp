@@ -34,7 +34,12 @@ void EventEncoder::add(const Event& e) {
     if (e.wide != 0) mask |= 1u << 7;
     if (e.value != 0) mask |= 1u << 8;
     if (!e.text.empty()) mask |= 1u << 9;
-    if (!e.payload.empty()) mask |= 1u << 10;
+    // A kernel event's cost travels as its payload.
+    uint8_t cost_bytes[kKernelCostMaxBytes];
+    const size_t cost_size = e.kind == EventKind::kKernel && e.payload.empty()
+                                 ? encode_kernel_cost(e.cost, cost_bytes)
+                                 : 0;
+    if (!e.payload.empty() || cost_size > 0) mask |= 1u << 10;
     out_.push_back(static_cast<uint8_t>(e.kind));
     out_.push_back(static_cast<uint8_t>(mask & 0xff));
     out_.push_back(static_cast<uint8_t>(mask >> 8));
@@ -53,8 +58,13 @@ void EventEncoder::add(const Event& e) {
     }
     if (mask & (1u << 9)) varint::put(out_, intern_(e.text));
     if (mask & (1u << 10)) {
-        varint::put(out_, e.payload.size());
-        out_.insert(out_.end(), e.payload.begin(), e.payload.end());
+        if (cost_size > 0) {
+            varint::put(out_, cost_size);
+            out_.insert(out_.end(), cost_bytes, cost_bytes + cost_size);
+        } else {
+            varint::put(out_, e.payload.size());
+            out_.insert(out_.end(), e.payload.begin(), e.payload.end());
+        }
     }
     prev_seq_ = e.seq_no;
     prev_t_ = e.t_ns;
@@ -120,6 +130,9 @@ bool decode_events(const uint8_t* data, size_t size, int32_t run, int64_t step,
             }
             e.payload.assign(c.p, c.p + u);
             c.p += u;
+            // Kept as the payload only when it does not decode: the op's bytes are then unknown.
+            if (e.kind == EventKind::kKernel && decode_kernel_cost(e.payload, e.cost))
+                e.payload.clear();
         }
         out.push_back(std::move(e));
     }

@@ -142,13 +142,16 @@ Status export_perfetto(SessionReader& reader, std::ostream& out) {
         // A GPU's kernels and bandwidth samples, when the run had them.
         for (const Event& e : device) {
             if (e.kind == EventKind::kKernel) {
-                events.push_back({{"ph", "X"},
-                                  {"name", e.text},
-                                  {"pid", 2},
-                                  {"tid", e.c},
-                                  {"ts", us(e.t_ns)},
-                                  {"dur", static_cast<double>(e.wide) / 1000.0},
-                                  {"args", {{"bytes", e.value}, {"step", e.step}}}});
+                const bool known = e.payload.empty();
+                const KernelCost& cost = e.cost;
+                events.push_back(
+                    {{"ph", "X"},
+                     {"name", e.text},
+                     {"pid", 2},
+                     {"tid", e.c},
+                     {"ts", us(e.t_ns)},
+                     {"dur", static_cast<double>(e.wide) / 1000.0},
+                     {"args", {{"bytes", known ? cost.bytes() : 0}, {"step", e.step}}}});
             } else {
                 double secs = static_cast<double>(e.wide - e.t_ns) / 1e9;
                 events.push_back({{"ph", "C"},

@@ -169,6 +169,18 @@ void Recorder::emit(Event&& event) {
     queue_.push_back(std::move(event));
 }
 
+void Recorder::emit_all(std::vector<Event>& events) {
+    for (Event& e : events) {
+        if (e.seq_no == 0) e.seq_no = next_seq_++;
+        if (e.t_ns == 0) e.t_ns = host_now_ns();
+    }
+    if (events.empty()) return;
+    std::lock_guard lock(mutex_);
+    queued_seq_ = events.back().seq_no;
+    queue_.insert(queue_.end(), std::make_move_iterator(events.begin()),
+                  std::make_move_iterator(events.end()));
+}
+
 Status Recorder::flush() {
     std::unique_lock lock(mutex_);
     if (!writer_.joinable()) return error_;

@@ -44,6 +44,7 @@ class Recorder : public Probe {
     ~Recorder() override;  // flushes and closes
 
     void emit(Event&& event) override;
+    void emit_all(std::vector<Event>& events) override;
     // Blocks until everything emitted so far is committed. Returns the first write error.
     Status flush();
     // Flushes, stops the writer, finishes the file and renames it into place. On an error the

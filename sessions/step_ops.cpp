@@ -19,8 +19,9 @@ std::vector<OpRecord> ops_of(const std::vector<Event>& events) {
         op.lane = e.c;
         op.start_ns = e.t_ns;
         op.end_ns = e.t_ns + (e.wide > 0 ? e.wide : 0);
-        op.cost_known = decode_kernel_cost(e.payload, op.cost);
-        if (!op.cost_known) op.cost = {};
+        // Decoded events carry their cost; a payload left on one is one that did not decode.
+        op.cost_known = e.payload.empty();
+        op.cost = op.cost_known ? e.cost : KernelCost{};
         ops.push_back(std::move(op));
     }
     return ops;

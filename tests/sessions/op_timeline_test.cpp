@@ -2,12 +2,14 @@
 // model file itself (bytes), against the steps they belong to (time), and through inspect and
 // export, which show them.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "engine/gguf_file.h"
+#include "sessions/event_codec.h"
 #include "sessions/session_reader.h"
 #include "sessions/step_ops.h"
 #include "test_support.h"
@@ -219,7 +221,8 @@ TEST(OpTimeline, KernelCostPayloadsThatAreDamagedReadAsUnknown) {
                  .kv_written_bytes = 96,
                  .activation_bytes = 4096,
                  .flops = 1 << 21};
-    std::vector<uint8_t> p = encode_kernel_cost(c);
+    uint8_t buf[kKernelCostMaxBytes];
+    std::vector<uint8_t> p(buf, buf + encode_kernel_cost(c, buf));
     KernelCost back;
     ASSERT_TRUE(decode_kernel_cost(p, back));
     EXPECT_EQ(back.bytes(), c.bytes());
@@ -231,6 +234,24 @@ TEST(OpTimeline, KernelCostPayloadsThatAreDamagedReadAsUnknown) {
     std::vector<uint8_t> huge(10, 0xff);  // a varint past 2^62
     huge.push_back(0x01);
     EXPECT_FALSE(decode_kernel_cost(huge, back));
+    EXPECT_EQ(back.flops, c.flops) << "a failed decode leaves its output alone";
+    // Through a step's blob: a kernel event's cost is stored and read back exactly, and a
+    // damaged one reads as unknown rather than as zeros.
+    Event k;
+    k.kind = EventKind::kKernel;
+    k.seq_no = 1;
+    k.cost = c;
+    std::vector<std::string> strings = {""};
+    EventEncoder enc([](const std::string&) { return 1u; });
+    enc.add(k);
+    std::vector<Event> out;
+    std::string error;
+    ASSERT_TRUE(decode_events(enc.bytes().data(), enc.bytes().size(), 0, 0, strings, out, error))
+        << error;
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_TRUE(out[0].payload.empty());
+    EXPECT_EQ(out[0].cost.bytes(), c.bytes());
+    EXPECT_EQ(out[0].cost.flops, c.flops);
     // A kernel event with a damaged payload still lists as an op, its bytes unknown.
     Event e;
     e.kind = EventKind::kKernel;
@@ -243,6 +264,38 @@ TEST(OpTimeline, KernelCostPayloadsThatAreDamagedReadAsUnknown) {
     EXPECT_FALSE(ops[0].cost_known);
     EXPECT_EQ(ops[0].cost.bytes(), 0);
     EXPECT_EQ(ops[0].end_ns, 150);
+}
+
+}  // namespace
+}  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+// A session written before op spans (schema 1: no byte columns in the step table) still opens,
+// checks and replays; its steps simply have no bytes.
+TEST(OpTimeline, SessionsFromBeforeOpSpansStillOpen) {
+    const std::string dir = test::temp_dir(), path = dir + "/v1.kvs";
+    ASSERT_TRUE(record_generate(path, 6));
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    for (const char* col :
+         {"weight_bytes", "kv_read_bytes", "kv_written_bytes", "activation_bytes", "ops_ns"})
+        ASSERT_EQ(sqlite3_exec(db, (std::string("ALTER TABLE step DROP COLUMN ") + col).c_str(),
+                               nullptr, nullptr, nullptr),
+                  SQLITE_OK)
+            << sqlite3_errmsg(db);
+    ASSERT_EQ(sqlite3_exec(db, "PRAGMA user_version=1", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+    auto reader = SessionReader::open(path);
+    ASSERT_TRUE(reader.ok()) << reader.error().message;
+    EXPECT_EQ((*reader)->schema_version(), 1);
+    ASSERT_FALSE((*reader)->steps().empty());
+    for (const StepSummary& s : (*reader)->steps())
+        EXPECT_EQ(s.bytes_moved(), 0);
+    EXPECT_EQ(kvscope({"check", path}).exit_code, 0);
+    auto inspect = kvscope({"inspect", path, "--step", "2", "--json"});
+    EXPECT_EQ(inspect.exit_code, 0) << inspect.err;
 }
 
 }  // namespace
