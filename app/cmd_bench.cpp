@@ -7,6 +7,7 @@
 #include "app/commands.h"
 #include "app/machine_bandwidth.h"
 #include "base/terminal_text.h"
+#include "sessions/bandwidth_json.h"
 
 namespace kvscope::app {
 
@@ -27,14 +28,7 @@ int run_bench_memory(const BenchMemoryOptions& o) {
     // Only the default measurement describes the machine as a run uses it.
     if (o.threads == 0 && o.size_mib == 0) save_machine_bandwidth(bw);
     if (o.json) {
-        nlohmann::json j = {{"cpu", bw.cpu},
-                            {"buffer_bytes", bw.buffer_bytes},
-                            {"threads_all", bw.threads_all},
-                            {"read_1_gbps", bw.read_1_gbps},
-                            {"copy_1_gbps", bw.copy_1_gbps},
-                            {"read_all_gbps", bw.read_all_gbps},
-                            {"copy_all_gbps", bw.copy_all_gbps}};
-        std::printf("%s\n", json_terminal_safe(j.dump(2)).c_str());
+        std::printf("%s\n", json_terminal_safe(bandwidth_to_json(bw).dump(2)).c_str());
         return 0;
     }
     std::printf("%s, buffers of %lld MiB (last-level cache %lld KiB), best of %d passes\n",

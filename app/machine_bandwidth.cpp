@@ -11,6 +11,7 @@
 #include "base/input_file.h"
 #include "base/output_file.h"
 #include "base/terminal_text.h"
+#include "sessions/bandwidth_json.h"
 
 namespace kvscope::app {
 
@@ -20,10 +21,6 @@ constexpr size_t kMaxCacheBytes = 64 * 1024;
 
 int32_t cores() {
     return static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
-}
-
-bool plausible(double gbps) {
-    return std::isfinite(gbps) && gbps > 0 && gbps < 1e5;
 }
 }  // namespace
 
@@ -49,14 +46,8 @@ void save_machine_bandwidth(const MemoryBandwidth& bw) {
         return;
     }
     std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-    nlohmann::json j = {{"cpu", bw.cpu},
-                        {"cores", cores()},
-                        {"read_1_gbps", bw.read_1_gbps},
-                        {"copy_1_gbps", bw.copy_1_gbps},
-                        {"read_all_gbps", bw.read_all_gbps},
-                        {"copy_all_gbps", bw.copy_all_gbps},
-                        {"threads_all", bw.threads_all},
-                        {"buffer_bytes", bw.buffer_bytes}};
+    nlohmann::json j = bandwidth_to_json(bw);
+    j["cores"] = cores();
     if (Status s = write_output_file(path, j.dump(1) + "\n", {.force = true}); !s)
         std::fprintf(stderr, "kvscope: note: cannot keep the bandwidth measurement: %s\n",
                      terminal_safe(s.error().message).c_str());
@@ -71,20 +62,10 @@ MemoryBandwidth machine_bandwidth() {
         auto j = text ? nlohmann::json::parse(text.value(), nullptr, false) : nlohmann::json();
         if (j.is_object() && j.value("cpu", nlohmann::json()) == cpu &&
             j.value("cores", nlohmann::json()) == cores()) {
-            MemoryBandwidth bw;
-            bw.cpu = cpu;
-            auto num = [&](const char* k) {
-                auto it = j.find(k);
-                return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
-            };
-            bw.read_1_gbps = num("read_1_gbps");
-            bw.copy_1_gbps = num("copy_1_gbps");
-            bw.read_all_gbps = num("read_all_gbps");
-            bw.copy_all_gbps = num("copy_all_gbps");
-            bw.threads_all = static_cast<int32_t>(std::clamp(num("threads_all"), 0.0, 65536.0));
-            bw.buffer_bytes = static_cast<int64_t>(std::clamp(num("buffer_bytes"), 0.0, 1e15));
-            if (plausible(bw.read_1_gbps) && plausible(bw.copy_1_gbps) &&
-                plausible(bw.read_all_gbps) && plausible(bw.copy_all_gbps))
+            MemoryBandwidth bw = bandwidth_from_json(j);
+            // Every figure there and plausible, or none is used.
+            if (bw.read_1_gbps > 0 && bw.copy_1_gbps > 0 && bw.read_all_gbps > 0 &&
+                bw.copy_all_gbps > 0)
                 return bw;
         }
     }

@@ -15,6 +15,7 @@
 #include "base/input_file.h"
 #include "base/output_file.h"
 #include "base/version.h"
+#include "sessions/bandwidth_json.h"
 #include "sessions/event_codec.h"
 #include "sessions/session_schema.h"
 #include "sessions/sqlite_util.h"
@@ -105,14 +106,7 @@ Result<std::unique_ptr<Recorder>> Recorder::create(const std::string& path, cons
         {"head_dim", info.head_dim},         {"vocab_size", info.vocab_size},
         {"weight_bytes", info.weight_bytes}, {"kv_bytes_per_block", info.kv_bytes_per_block},
         {"options", info.options_json},      {"threads", info.threads}};
-    if (info.bandwidth.known())
-        run["memory_bandwidth"] = {{"read_1_gbps", info.bandwidth.read_1_gbps},
-                                   {"copy_1_gbps", info.bandwidth.copy_1_gbps},
-                                   {"read_all_gbps", info.bandwidth.read_all_gbps},
-                                   {"copy_all_gbps", info.bandwidth.copy_all_gbps},
-                                   {"threads_all", info.bandwidth.threads_all},
-                                   {"buffer_bytes", info.bandwidth.buffer_bytes},
-                                   {"cpu", info.bandwidth.cpu}};
+    if (info.bandwidth.known()) run["memory_bandwidth"] = bandwidth_to_json(info.bandwidth);
     auto meta = d.db.prepare("INSERT INTO meta(key, value) VALUES(?, ?)");
     if (!meta) return meta.error();
     for (auto [k, v] :

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/input_file.h"
+#include "sessions/bandwidth_json.h"
 #include "sessions/event_codec.h"
 #include "sessions/session_schema.h"
 #include "sessions/sqlite_util.h"
@@ -125,21 +126,9 @@ Result<std::unique_ptr<SessionReader>> SessionReader::open(const std::string& pa
         i.weight_bytes = run.value("weight_bytes", int64_t{0});
         i.kv_bytes_per_block = run.value("kv_bytes_per_block", int64_t{0});
         i.threads = std::clamp(run.value("threads", 0), 0, 1 << 16);
-        // The recording machine's bandwidth: figures outside (0, 100 TB/s) are taken as unknown
-        // rather than drawn as a limit.
-        if (auto bw = run.find("memory_bandwidth"); bw != run.end() && bw->is_object()) {
-            auto gbps = [&](const char* key) {
-                double v = bw->value(key, 0.0);
-                return std::isfinite(v) && v > 0 && v < 1e5 ? v : 0.0;
-            };
-            i.bandwidth.read_1_gbps = gbps("read_1_gbps");
-            i.bandwidth.copy_1_gbps = gbps("copy_1_gbps");
-            i.bandwidth.read_all_gbps = gbps("read_all_gbps");
-            i.bandwidth.copy_all_gbps = gbps("copy_all_gbps");
-            i.bandwidth.threads_all = std::clamp(bw->value("threads_all", 0), 0, 1 << 16);
-            i.bandwidth.buffer_bytes = std::max<int64_t>(0, bw->value("buffer_bytes", int64_t{0}));
-            i.bandwidth.cpu = bw->value("cpu", std::string());
-        }
+        // The recording machine's bandwidth (absent in older files: unknown).
+        if (auto bw = run.find("memory_bandwidth"); bw != run.end())
+            i.bandwidth = bandwidth_from_json(*bw);
     } catch (const std::exception& e) {
         return Error{path + ": session run info is incomplete: " + e.what()};
     }

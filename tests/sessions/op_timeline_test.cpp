@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/gguf_file.h"
+#include "sessions/bandwidth_json.h"
 #include "sessions/event_codec.h"
 #include "sessions/session_reader.h"
 #include "sessions/step_ops.h"
@@ -296,6 +297,40 @@ TEST(OpTimeline, SessionsFromBeforeOpSpansStillOpen) {
     EXPECT_EQ(kvscope({"check", path}).exit_code, 0);
     auto inspect = kvscope({"inspect", path, "--step", "2", "--json"});
     EXPECT_EQ(inspect.exit_code, 0) << inspect.err;
+}
+
+}  // namespace
+}  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+// A recording machine's bandwidth as a session carries it: figures that cannot be real are
+// unknown (0), so no absurd limit line is drawn; the rest round-trips.
+TEST(OpTimeline, BandwidthFiguresThatCannotBeRealReadAsUnknown) {
+    MemoryBandwidth bw;
+    bw.read_1_gbps = 26.1;
+    bw.copy_1_gbps = 36.9;
+    bw.read_all_gbps = 46.4;
+    bw.copy_all_gbps = 69.5;
+    bw.threads_all = 2;
+    bw.buffer_bytes = 128 << 20;
+    bw.cpu = "AMD EPYC";
+    MemoryBandwidth back = bandwidth_from_json(bandwidth_to_json(bw));
+    EXPECT_EQ(back.read_all_gbps, bw.read_all_gbps);
+    EXPECT_EQ(back.cpu, bw.cpu);
+    EXPECT_EQ(back.limit_gbps(1), 26.1);
+    EXPECT_EQ(back.limit_gbps(2), 46.4);
+    auto absurd = nlohmann::json::parse(R"({"read_1_gbps": 1e300, "copy_1_gbps": -3,
+        "read_all_gbps": "fast", "copy_all_gbps": null, "threads_all": -7,
+        "buffer_bytes": 1e30, "cpu": 5})");
+    MemoryBandwidth bad = bandwidth_from_json(absurd);
+    EXPECT_FALSE(bad.known());
+    EXPECT_EQ(bad.limit_gbps(4), 0.0);
+    EXPECT_EQ(bad.threads_all, 0);
+    EXPECT_LE(bad.buffer_bytes, int64_t{1000000000000000});
+    EXPECT_TRUE(bad.cpu.empty());
+    EXPECT_FALSE(bandwidth_from_json(nlohmann::json::array({1, 2})).known());
 }
 
 }  // namespace
