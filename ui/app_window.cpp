@@ -77,6 +77,7 @@ void save_settings(const ViewState& v) {
 //   hover-heatmap Q K
 //   heatmap R L H   pick request R, layer L, head H for the heatmap
 //   zoom F          heatmap zoom factor
+//   kernels V       the Kernels panel's lower half: table | roofline
 //   drop PATH       as if PATH were dropped on the window
 //   compare-align M 0: same step, 1: same progress of the selected request
 //   wait N          render N frames
@@ -286,7 +287,8 @@ std::string window_report(UiContext& ctx, int w, int h) {
       << ", \"y\": " << k.y << ", \"w\": " << k.w << ", \"h\": " << k.h
       << ", \"widest\": " << quoted(k.widest) << ", \"widest_x0\": " << k.widest_x0
       << ", \"widest_x1\": " << k.widest_x1 << ", \"widest_y0\": " << k.widest_y0
-      << ", \"widest_y1\": " << k.widest_y1 << ", \"widest_color\": " << k.widest_color << "}";
+      << ", \"widest_y1\": " << k.widest_y1 << ", \"widest_color\": " << k.widest_color
+      << ", \"roofline_points\": " << k.roofline_points << "}";
     j << ",\n \"eviction_log\": {\"rows\": " << ctx.drawn_log_rows
       << ", \"token_evictions\": " << ctx.drawn_log_token_evictions << "},\n \"panels\": [";
     bool first = true;
@@ -352,6 +354,10 @@ bool run_script_command(UiContext& ctx, Script& s, int w, int h, std::string& er
         ctx.view.heat_picked = true;
     } else if (cmd == "zoom") {
         in >> ctx.view.heat_zoom;
+    } else if (cmd == "kernels") {
+        std::string which;
+        in >> which;
+        ctx.view.kern_roofline = which == "roofline";
     } else if (cmd == "compare-align") {
         in >> ctx.view.compare_align;
     } else if (cmd == "drop") {

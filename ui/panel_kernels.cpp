@@ -5,6 +5,7 @@
 // bytes, bandwidth and share of the machine's limit. Under it, the step's bytes split and the
 // roofline per op kind (time, bytes, arithmetic intensity, GB/s, GFLOP/s).
 #include <imgui.h>
+#include <imgui_internal.h>  // ImRect
 
 #include <algorithm>
 #include <cmath>
@@ -72,6 +73,100 @@ void op_tooltip(const OpRecord& op, double limit) {
         ImGui::TextDisabled("bytes unknown (the event carries no cost)");
     }
     ImGui::EndTooltip();
+}
+// Op kinds on a log-log roofline: arithmetic intensity (flops per byte moved) across, achieved
+// GFLOP/s up; the diagonal is the memory roof (the machine's bandwidth times intensity). An op
+// on the diagonal is bound by memory; one far below it by something else (latency, its own
+// arithmetic, threads meeting). The compute roof is not drawn: kvscope does not measure it.
+// Returns how many kinds were placed.
+int draw_roofline(const std::vector<OpKindTotals>& kinds, double limit) {
+    const ImVec2 avail = ImGui::GetContentRegionAvail();
+    const float line = ImGui::GetTextLineHeight();
+    if (avail.y < line * 4 || avail.x < 100) return 0;
+    double x_lo = 1e30, x_hi = 0, y_lo = 1e30, y_hi = 0;
+    for (const OpKindTotals& k : kinds)
+        if (k.intensity() > 0 && k.gflops() > 0) {
+            x_lo = std::min(x_lo, k.intensity());
+            x_hi = std::max(x_hi, k.intensity());
+            y_lo = std::min(y_lo, k.gflops());
+            y_hi = std::max(y_hi, k.gflops());
+        }
+    if (x_hi <= 0) {
+        ImGui::TextDisabled("No op of this step both computes and moves bytes.");
+        return 0;
+    }
+    // Whole decades around the points, the roof kept in view where it crosses them.
+    const double lx0 = std::floor(std::log10(x_lo)), lx1 = std::ceil(std::log10(x_hi) + 0.3);
+    if (limit > 0) y_hi = std::max(y_hi, limit * x_lo);
+    const double ly0 = std::floor(std::log10(y_lo)), ly1 = std::ceil(std::log10(y_hi) + 0.1);
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const ImVec2 o = ImGui::GetCursorScreenPos();
+    const float left = 48.0f * ImGui::GetIO().FontGlobalScale, bottom = line + 4;
+    const ImVec2 p0(o.x + left, o.y + 2), p1(o.x + avail.x - 4, o.y + avail.y - bottom);
+    ImGui::InvisibleButton("##roofline", avail);
+    dl->AddRectFilled(p0, p1, 0xff1c1c1c);
+    auto X = [&](double x) {
+        return p0.x + static_cast<float>((std::log10(x) - lx0) / (lx1 - lx0)) * (p1.x - p0.x);
+    };
+    auto Y = [&](double y) {
+        return p1.y - static_cast<float>((std::log10(y) - ly0) / (ly1 - ly0)) * (p1.y - p0.y);
+    };
+    char buf[32];
+    for (double d = lx0; d <= lx1; ++d) {
+        const float x = X(std::pow(10.0, d));
+        dl->AddLine(ImVec2(x, p0.y), ImVec2(x, p1.y), 0xff333333);
+        std::snprintf(buf, sizeof buf, "%g", std::pow(10.0, d));
+        dl->AddText(ImVec2(x - ImGui::CalcTextSize(buf).x * 0.5f, p1.y + 2), 0xff909090, buf);
+    }
+    for (double d = ly0; d <= ly1; ++d) {
+        const float y = Y(std::pow(10.0, d));
+        dl->AddLine(ImVec2(p0.x, y), ImVec2(p1.x, y), 0xff333333);
+        std::snprintf(buf, sizeof buf, "%g", std::pow(10.0, d));
+        dl->AddText(ImVec2(o.x, y - line * 0.5f), 0xff909090, buf);
+    }
+    dl->AddText(ImVec2(p0.x + 4, p0.y + 2), 0xff909090, "GFLOP/s");
+    const char* across = "flops per byte";
+    dl->AddText(ImVec2(p1.x - ImGui::CalcTextSize(across).x - 4, p1.y - line - 2), 0xff909090,
+                across);
+    dl->PushClipRect(p0, p1, true);
+    if (limit > 0) {  // GFLOP/s = GB/s x flops/byte, a straight line on log-log axes
+        const double xa = std::pow(10.0, lx0), xb = std::pow(10.0, lx1);
+        dl->AddLine(ImVec2(X(xa), Y(limit * xa)), ImVec2(X(xb), Y(limit * xb)), 0xff4040ff, 1.5f);
+    }
+    int placed = 0;
+    const OpKindTotals* under = nullptr;
+    const ImVec2 mouse = ImGui::GetMousePos();
+    const bool hovered = ImGui::IsItemHovered();
+    std::vector<ImRect> labels;  // where names went: one that would overlap moves or is left out
+    for (const OpKindTotals& k : kinds) {
+        if (k.intensity() <= 0 || k.gflops() <= 0) continue;
+        const ImVec2 c(X(k.intensity()), Y(k.gflops()));
+        dl->AddCircleFilled(c, 4.0f * ImGui::GetIO().FontGlobalScale, op_color(k.name));
+        const ImVec2 ts = ImGui::CalcTextSize(k.name.c_str());
+        for (float dy : {-0.5f, 0.5f, -1.5f, 1.5f}) {
+            ImRect r(ImVec2(c.x + 6, c.y + dy * line),
+                     ImVec2(c.x + 6 + ts.x, c.y + dy * line + ts.y));
+            if (std::any_of(labels.begin(), labels.end(),
+                            [&](const ImRect& o) { return o.Overlaps(r); }))
+                continue;
+            labels.push_back(r);
+            dl->AddText(r.Min, op_color(k.name), k.name.c_str());
+            break;
+        }
+        if (hovered && std::abs(mouse.x - c.x) < 6 && std::abs(mouse.y - c.y) < 6) under = &k;
+        ++placed;
+    }
+    dl->PopClipRect();
+    if (under) {
+        ImGui::BeginTooltip();
+        ImGui::Text("%s: %.2f flops per byte, %.2f GFLOP/s, %.1f GB/s", under->name.c_str(),
+                    under->intensity(), under->gflops(), under->gbps());
+        if (limit > 0)
+            ImGui::Text("memory roof at this intensity: %.2f GFLOP/s (%.0f%% of it)",
+                        limit * under->intensity(), 100 * under->gbps() / limit);
+        ImGui::EndTooltip();
+    }
+    return placed;
 }
 }  // namespace
 
@@ -215,8 +310,16 @@ void draw_kernels_panel(UiContext& ctx) {
         g.widest_color = op_color(widest->name);
     }
 
-    // The roofline per op kind, slowest first.
+    // The roofline per op kind, slowest first: as a table, or on a chart.
+    if (ImGui::RadioButton("table", !v.kern_roofline)) v.kern_roofline = false;
+    ImGui::SameLine();
+    if (ImGui::RadioButton("roofline", v.kern_roofline)) v.kern_roofline = true;
     std::vector<OpKindTotals> kinds = totals_by_kind(ops);
+    if (v.kern_roofline) {
+        g.roofline_points = draw_roofline(kinds, limit);
+        ImGui::End();
+        return;
+    }
     std::sort(kinds.begin(), kinds.end(),
               [](const OpKindTotals& a, const OpKindTotals& b) { return a.ns > b.ns; });
     const double step_ns = sum ? sum->step_seconds * 1e9 : 0.0;

@@ -45,6 +45,7 @@ struct ViewState {
     int compare_align = 0;  // 0: same step; 1: same progress of the selected request
     // Kernels panel: the part of the step shown (zoom 1 = all of it), from `kern_pan` (0..1).
     float kern_zoom = 1.0f, kern_pan = 0.0f;
+    bool kern_roofline = false;  // the roofline chart instead of the table under the lane
 };
 
 // Which of the shown runs a panel draws: the main one (selection, hover and the cursor live
@@ -124,6 +125,7 @@ class UiContext {
         std::string widest;
         float widest_x0 = 0, widest_x1 = 0, widest_y0 = 0, widest_y1 = 0;
         uint32_t widest_color = 0;
+        int roofline_points = 0;  // op kinds placed on the roofline chart (when it is shown)
     } drawn_kernels;
 
     // The step summary at `side`'s cursor, or null when that step has no row (an idle gap).
