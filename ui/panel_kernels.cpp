@@ -265,20 +265,23 @@ void draw_kernels_panel(UiContext& ctx) {
             auto [it, fresh] = layers.try_emplace(op.layer, op.start_ns, op.end_ns);
             if (!fresh) it->second.second = std::max(it->second.second, op.end_ns);
         }
-    auto box = [&](float x0, float x1, float y, uint32_t color, const std::string& label) {
+    auto box = [&](float x0, float x1, float y, uint32_t color, const std::string& label,
+                   const std::string& short_label = "") {
         x1 = std::max(x1, x0 + 1.0f);
         dl->AddRectFilled(ImVec2(x0, y + 1), ImVec2(x1, y + row_h - 1), color);
         if (x1 - x0 > 6) dl->AddRect(ImVec2(x0, y + 1), ImVec2(x1, y + row_h - 1), 0x60000000);
-        // A label only where it fits: a clipped word reads as a different op.
-        const ImVec2 ts = ImGui::CalcTextSize(label.c_str());
-        if (ts.x + 4 <= x1 - x0) {
+        // A label only where it fits (else the short one): a clipped word reads as another op.
+        for (const std::string* text : {&label, &short_label}) {
+            const ImVec2 ts = ImGui::CalcTextSize(text->c_str());
+            if (text->empty() || ts.x + 4 > x1 - x0) continue;
             const float lx = std::max(x0 + 2, std::min(c0.x + 2, x1 - ts.x - 2));
-            dl->AddText(ImVec2(lx, y + (row_h - ts.y) * 0.5f), 0xff000000, label.c_str());
+            dl->AddText(ImVec2(lx, y + (row_h - ts.y) * 0.5f), 0xff000000, text->c_str());
+            break;
         }
     };
     for (const auto& [layer, s] : layers)
         box(x_of(s.first), x_of(s.second), layer_y, (layer % 2) ? 0xff5a5a5a : 0xff6e6e6e,
-            "layer " + std::to_string(layer));
+            "layer " + std::to_string(layer), std::to_string(layer));
     const OpRecord* under = nullptr;
     const OpRecord* widest = nullptr;
     for (const OpRecord& op : ops) {
