@@ -23,7 +23,8 @@ Result<std::string> find_data_file(const std::string& relative);
 // ($KVSCOPE_MODEL overrides where it is).
 Result<std::string> model_path_or_bundled(const std::string& given);
 inline constexpr const char* kModelOptionHelp =
-    "Model file (GGUF or llama2.c .bin); default: the bundled demo model";
+    "Model file (GGUF or llama2.c .bin) or synthetic:NAME (a real shape, random weights); "
+    "default: the bundled demo model";
 
 // How a session names the model it was recorded with: the bundled model as its path inside the
 // repository ("assets/models/kvscope-demo.gguf"), so shared recordings carry no machine's

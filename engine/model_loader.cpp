@@ -8,6 +8,7 @@
 #include "engine/gguf_model.h"
 #include "engine/llama2c_loader.h"
 #include "engine/mapped_file.h"
+#include "engine/synthetic_model.h"
 
 namespace kvscope {
 
@@ -34,6 +35,7 @@ Result<LoadedModel> load(const std::string& path) {
 
 Result<LoadedModel> load_model(const std::string& path) {
     try {
+        if (is_synthetic_model(path)) return make_synthetic_model(path);
         return load(path);
     } catch (const std::bad_alloc&) {
         return Error{path + ": out of memory while loading the model"};

@@ -1,0 +1,58 @@
+// Synthetic models: the real shapes, at their real sizes, made from a seed.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "engine/engine.h"
+#include "engine/generate.h"
+#include "engine/synthetic_model.h"
+
+namespace kvscope {
+namespace {
+
+TEST(SyntheticModel, ShapesHaveTheirPublishedParameterCounts) {
+    std::map<std::string, int64_t> published = {
+        {"qwen2.5-0.5b", 494032768},   // Qwen2.5-0.5B: 0.49 B, tied embeddings, QKV bias
+        {"llama-3.2-1b", 1235814400},  // Llama 3.2 1B: 1.24 B, tied embeddings
+        {"llama-3-8b", 8030261248},    // Llama 3 8B: 8.03 B
+        {"mistral-7b", 7241732096},    // Mistral 7B: 7.24 B
+    };
+    ASSERT_EQ(synthetic_shapes().size(), published.size());
+    for (const SyntheticShape& s : synthetic_shapes())
+        EXPECT_EQ(s.parameters(), published.at(s.name)) << s.name;
+}
+
+TEST(SyntheticModel, TheSmallShapesLoadAndRunOnTheCpuAndTheLargeOnesSayWhyNot) {
+    auto m = make_synthetic_model("synthetic:qwen2.5-0.5b", 7);
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    EXPECT_EQ(m->weights.bytes(), int64_t{494032768} * 4);
+    EXPECT_EQ(m->config.n_layers, 24);
+    EXPECT_EQ(m->config.group_size(), 7);
+    EXPECT_EQ(m->weights.output.data, m->weights.token_embedding.data);  // tied
+    EXPECT_EQ(m->tokenizer, nullptr);
+    auto shared = std::make_shared<LoadedModel>(std::move(m).value());
+    EngineOptions eo;
+    eo.num_blocks = 8;
+    auto engine = Engine::create(shared, eo);
+    ASSERT_TRUE(engine.ok()) << engine.error().message;
+    GenerateRequest req;
+    req.prompt = {1, 2, 3};
+    req.max_tokens = 3;
+    std::vector<int32_t> ids;
+    auto stats = generate(**engine, req, [&](int32_t t) { ids.push_back(t); });
+    ASSERT_TRUE(stats.ok()) << stats.error().message;  // finite activations all the way through
+    EXPECT_EQ(ids.size(), 3u);
+
+    auto big = make_synthetic_model("synthetic:llama-3-8b");
+    ASSERT_FALSE(big.ok());
+    EXPECT_NE(big.error().message.find("32.1 GB"), std::string::npos) << big.error().message;
+    auto unknown = make_synthetic_model("synthetic:gpt-5");
+    ASSERT_FALSE(unknown.ok());
+    EXPECT_NE(unknown.error().message.find("qwen2.5-0.5b, llama-3.2-1b"), std::string::npos)
+        << unknown.error().message;
+    EXPECT_FALSE(make_synthetic_model("synthetic:").ok());
+    EXPECT_FALSE(make_synthetic_model("synthetic:qwen2.5-0.5b\x1b[2J").ok());
+}
+
+}  // namespace
+}  // namespace kvscope
