@@ -39,10 +39,10 @@ int run_tokenize(const TokenizeOptions& o) {
         if (!read) return fail(read.error().message);
         text = std::move(read).value();
     }
-    auto loaded = load_model(o.model);
+    // The vocabulary alone: a vocabulary-only GGUF tokenizes as well as a whole model.
+    auto loaded = load_tokenizer(o.model);
     if (!loaded) return fail(loaded.error().message);
-    const Tokenizer* tok = loaded->tokenizer.get();
-    if (!tok) return fail(o.model + " has no tokenizer");
+    const Tokenizer* tok = loaded->get();
     const bool bos = !o.no_bos && tok->wants_bos();
     if (!o.lines) {
         print_ids(tok->encode(text, bos));

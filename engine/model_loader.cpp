@@ -44,4 +44,32 @@ Result<LoadedModel> load_model(const std::string& path) {
     }
 }
 
+Result<std::shared_ptr<const Tokenizer>> load_tokenizer(const std::string& path) {
+    const std::string none = ": has no tokenizer (give token ids: --prompt-ids)";
+    if (is_synthetic_model(path)) return Error{path + none};
+    try {
+        auto mapped = MappedFile::open(path);
+        if (!mapped) return mapped.error();
+        const auto bytes = mapped.value()->bytes();
+        if (bytes.size() < 4 || std::memcmp(bytes.data(), "GGUF", 4) != 0) {
+            // A llama2.c checkpoint carries no vocabulary; anything else is neither format.
+            if (Status s = validate_llama2c_header(bytes); !s)
+                return Error{path + ": not a GGUF file (it does not start with \"GGUF\") nor a " +
+                             "llama2.c checkpoint (" + s.error().message + ")"};
+            return Error{path + none};
+        }
+        auto gguf = GgufFile::from_mapping(std::move(mapped).value());
+        if (!gguf) return gguf.error();
+        if (!gguf->find("tokenizer.ggml.model")) return Error{path + none};
+        auto tok = Tokenizer::from_gguf(gguf.value());
+        if (!tok) {
+            const std::string& msg = tok.error().message;
+            return Error{msg.rfind(path + ":", 0) == 0 ? msg : path + ": " + msg};
+        }
+        return std::shared_ptr<const Tokenizer>(std::move(tok).value());
+    } catch (const std::bad_alloc&) {
+        return Error{path + ": out of memory while loading the tokenizer"};
+    }
+}
+
 }  // namespace kvscope

@@ -24,4 +24,9 @@ struct LoadedModel {
 
 Result<LoadedModel> load_model(const std::string& path);
 
+// Only a model file's tokenizer: a vocabulary-only GGUF (llama.cpp ships such files for its
+// tokenizer tests) is enough, and no weight is read. Files without one (llama2.c checkpoints,
+// synthetic models, a GGUF without tokenizer.ggml.model) are refused saying so.
+Result<std::shared_ptr<const Tokenizer>> load_tokenizer(const std::string& path);
+
 }  // namespace kvscope

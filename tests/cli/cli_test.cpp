@@ -8,6 +8,9 @@
 #include <random>
 #include <sstream>
 
+#include "engine/gguf_file.h"
+#include "engine/model_loader.h"
+#include "gguf_builder.h"
 #include "test_support.h"
 
 namespace kvscope {
@@ -185,6 +188,53 @@ TEST(Cli, TokenizePrintsIdsPerTextOrPerLine) {
     expect_clean_failure(kvscope({"tokenize", "--file", dir + "/missing.txt"}), "no such file",
                          "missing file");
     expect_clean_failure(kvscope({"tokenize", "--file", dir}), "is a directory", "a directory");
+}
+
+// llama.cpp ships vocabulary-only GGUFs (tokenizer metadata, no tensors) for its tokenizer
+// tests: tokenize needs nothing more. One made from the bundled model's own vocabulary gives the
+// same ids as the whole model; files without a vocabulary say so.
+TEST(Cli, TokenizeTakesAVocabularyOnlyGguf) {
+    auto full = GgufFile::open(test::bundled_model());
+    ASSERT_TRUE(full.ok()) << full.error().message;
+    test::GgufBuilder b;
+    int keys = 0;
+    for (const auto& [key, v] : full->metadata()) {
+        if (key.rfind("tokenizer.ggml.", 0) != 0 && key != "general.architecture") continue;
+        ++keys;
+        if (v.type == GgufValueType::STRING) {
+            b.kv_string(key, v.str);
+        } else if (v.type == GgufValueType::BOOL) {
+            b.kv_bool(key, v.b);
+        } else if (v.type == GgufValueType::ARRAY && v.array_type == GgufValueType::STRING) {
+            b.kv_strings(key, v.strings);
+        } else if (v.type == GgufValueType::ARRAY && v.array_type == GgufValueType::FLOAT32) {
+            b.kv_f32s(key, std::vector<float>(v.numbers.begin(), v.numbers.end()));
+        } else if (v.type == GgufValueType::ARRAY) {
+            b.kv_i32s(key, std::vector<int32_t>(v.numbers.begin(), v.numbers.end()));
+        } else {
+            b.kv_u32(key, static_cast<uint32_t>(v.u ? v.u : static_cast<uint64_t>(v.i)));
+        }
+    }
+    ASSERT_GE(keys, 4);
+    const std::string dir = test::temp_dir();
+    const std::string vocab = test::write_file(dir + "/vocab-only.gguf", b.build());
+    ASSERT_FALSE(load_model(vocab).ok()) << "a file without tensors is no model";
+    auto whole = kvscope({"tokenize", "--text", kKjv});
+    auto only = kvscope({"tokenize", "--model", vocab, "--text", kKjv});
+    ASSERT_EQ(only.exit_code, 0) << only.err;
+    EXPECT_EQ(only.out, whole.out);
+    EXPECT_GT(std::count(only.out.begin(), only.out.end(), ' '), 50);
+
+    test::GgufBuilder no_vocab;
+    no_vocab.kv_string("general.architecture", "llama");
+    const std::string bare = test::write_file(dir + "/bare.gguf", no_vocab.build());
+    expect_clean_failure(kvscope({"tokenize", "--model", bare, "--text", "a"}), "has no tokenizer",
+                         "a GGUF without a vocabulary");
+    expect_clean_failure(kvscope({"tokenize", "--model", "synthetic:qwen2.5-0.5b", "--text", "a"}),
+                         "has no tokenizer", "a synthetic model");
+    const std::string junk = test::write_file(dir + "/junk.bin", std::string(64, '\x7f'));
+    expect_clean_failure(kvscope({"tokenize", "--model", junk, "--text", "a"}), "not a GGUF file",
+                         "neither format");
 }
 
 TEST(Cli, PerplexityTellsTheCorpusFromShuffledWords) {
