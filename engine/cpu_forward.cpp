@@ -120,8 +120,7 @@ Status CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
         return std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now() - t).count();
     };
     // K/V of one token in one layer (all KV heads), scales included.
-    const int64_t kv_token_layer_bytes =
-        static_cast<int64_t>(kv_.bytes_per_block()) / (kv_.block_size() * c.n_layers);
+    const int64_t kv_token_layer_bytes = kv_.bytes_per_lane_token() * c.n_kv_heads;
     auto norm_cost = [&](const Vector& w) {
         KernelCost k = elementwise_cost(n64 * dim, n64 * dim, 4);
         k.weight_bytes = w.bytes();
@@ -314,9 +313,6 @@ Status CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
 int64_t CpuForward::attention_kv_read_bytes(const ForwardBatch& batch, int layer) const {
     const ModelConfig& c = config_;
     const int bs = kv_.block_size();
-    // K/V of one token of one KV head in one layer.
-    const int64_t lane_token_bytes = static_cast<int64_t>(kv_.bytes_per_block()) /
-                                     (static_cast<int64_t>(bs) * c.n_layers * c.n_kv_heads);
     int64_t held = 0;
     size_t row = 0;
     for (const SequenceChunk& ch : batch.chunks) {
@@ -337,7 +333,7 @@ int64_t CpuForward::attention_kv_read_bytes(const ForwardBatch& batch, int layer
             }
         }
     }
-    return held * lane_token_bytes;
+    return held * kv_.bytes_per_lane_token();
 }
 
 void CpuForward::attention(const ForwardBatch& batch, int layer) {

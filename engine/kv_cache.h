@@ -40,6 +40,12 @@ class KvCacheStorage {
     // Bytes of K and V of one block over all layers, scales included (the f32 keys an int4
     // block keeps until it fills are counted by open_block_bytes()).
     size_t bytes_per_block() const;
+    // K and V of one token of one KV head in one layer, scales included: what a slot of a lane
+    // costs to read or write.
+    int64_t bytes_per_lane_token() const {
+        return static_cast<int64_t>(bytes_per_block()) /
+               (static_cast<int64_t>(block_size_) * n_layers_ * n_kv_heads_);
+    }
     // The f32 keys int4 keeps for blocks not yet full, in bytes, for `block`.
     size_t open_block_bytes(BlockId block) const;
 

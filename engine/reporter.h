@@ -17,23 +17,24 @@ struct Reporter {
 
     bool on() const { return probe != nullptr; }
     void emit(Event e) const {
-        e.run = run;
-        e.step = step;
-        e.seq_no = ++last_seq_no;
-        if (e.t_ns == 0) e.t_ns = host_now_ns();  // kernel events carry their start
+        stamp(e, host_now_ns());
         probe->emit(std::move(e));
     }
     // Stamps each event as emit() does and hands them over together; `events` is left moved
     // from.
     void emit_all(std::vector<Event>& events) const {
         const int64_t now = host_now_ns();
-        for (Event& e : events) {
-            e.run = run;
-            e.step = step;
-            e.seq_no = ++last_seq_no;
-            if (e.t_ns == 0) e.t_ns = now;
-        }
+        for (Event& e : events)
+            stamp(e, now);
         probe->emit_all(events);
+    }
+
+  private:
+    void stamp(Event& e, int64_t now) const {
+        e.run = run;
+        e.step = step;
+        e.seq_no = ++last_seq_no;
+        if (e.t_ns == 0) e.t_ns = now;  // kernel events carry their start
     }
 };
 

@@ -535,7 +535,6 @@ void Scheduler::report_ops() {
         e.cost = span.cost;
     }
     rep.emit_all(events);
-    trace_.spans.clear();
 }
 
 void Scheduler::report_attention(const std::vector<int32_t>& chunk_seq) {

@@ -72,13 +72,7 @@ Status export_perfetto(SessionReader& reader, std::ostream& out) {
                             {"swapped", s.swapped},
                             {"bytes_moved", s.bytes_moved()},
                             {"bandwidth_gbps", s.bandwidth_gbps()}}}});
-        std::map<int32_t, std::pair<int64_t, int64_t>> layers;  // layer -> [first start, last end]
-        for (const OpRecord& op : ops) {
-            if (op.layer < 0) continue;
-            auto [it, fresh] = layers.try_emplace(op.layer, op.start_ns, op.end_ns);
-            if (!fresh) it->second.second = std::max(it->second.second, op.end_ns);
-        }
-        for (const auto& [layer, span] : layers)
+        for (const auto& [layer, span] : layer_spans(ops))
             events.push_back({{"ph", "X"},
                               {"name", "layer " + std::to_string(layer)},
                               {"pid", pid},

@@ -155,19 +155,21 @@ Recorder::~Recorder() {
     (void)close();
 }
 
-void Recorder::emit(Event&& event) {
+void Recorder::stamp(Event& event) {
     if (event.seq_no == 0) event.seq_no = next_seq_++;
     if (event.t_ns == 0) event.t_ns = host_now_ns();
+}
+
+void Recorder::emit(Event&& event) {
+    stamp(event);
     std::lock_guard lock(mutex_);
     queued_seq_ = event.seq_no;
     queue_.push_back(std::move(event));
 }
 
 void Recorder::emit_all(std::vector<Event>& events) {
-    for (Event& e : events) {
-        if (e.seq_no == 0) e.seq_no = next_seq_++;
-        if (e.t_ns == 0) e.t_ns = host_now_ns();
-    }
+    for (Event& e : events)
+        stamp(e);
     if (events.empty()) return;
     std::lock_guard lock(mutex_);
     queued_seq_ = events.back().seq_no;

@@ -65,6 +65,8 @@ class Recorder : public Probe {
     struct Db;
     Recorder(std::string path, const RecorderOptions& options);
     void writer_loop();
+    // Fills seq_no and t_ns where the sender left them 0.
+    void stamp(Event& event);
     Status write_batch(std::vector<Event>& batch);
     Status write_step(std::vector<Event>& events);
     // COMMIT when `result` is ok (ROLLBACK otherwise); counts the steps that became durable.

@@ -1,5 +1,6 @@
 #include "sessions/step_ops.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
@@ -25,6 +26,16 @@ std::vector<OpRecord> ops_of(const std::vector<Event>& events) {
         ops.push_back(std::move(op));
     }
     return ops;
+}
+
+std::map<int32_t, std::pair<int64_t, int64_t>> layer_spans(const std::vector<OpRecord>& ops) {
+    std::map<int32_t, std::pair<int64_t, int64_t>> layers;
+    for (const OpRecord& op : ops) {
+        if (op.layer < 0) continue;
+        auto [it, fresh] = layers.try_emplace(op.layer, op.start_ns, op.end_ns);
+        if (!fresh) it->second.second = std::max(it->second.second, op.end_ns);
+    }
+    return layers;
 }
 
 std::vector<OpKindTotals> totals_by_kind(const std::vector<OpRecord>& ops) {
@@ -77,15 +88,10 @@ nlohmann::json step_ops_json(const std::vector<Event>& step_events, const RunInf
                             {"gbps", t.gbps()},
                             {"gflops", t.gflops()},
                             {"fraction_of_limit", limit > 0 ? t.gbps() / limit : 0.0}});
-    KernelCost total;
-    total.weight_bytes = sum.weight_bytes;
-    total.kv_read_bytes = sum.kv_read_bytes;
-    total.kv_written_bytes = sum.kv_written_bytes;
-    total.activation_bytes = sum.activation_bytes;
     const double ops_s = static_cast<double>(sum.ops_ns) * 1e-9;
     return {{"ops", std::move(jops)},
             {"bytes_moved", sum.bytes_moved()},
-            {"bytes", split(total)},
+            {"bytes", split(sum.moved())},
             {"step_seconds", sum.step_seconds},
             {"ops_seconds", ops_s},
             {"other_seconds", std::max(0.0, sum.step_seconds - ops_s)},

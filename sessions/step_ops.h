@@ -4,6 +4,7 @@
 // one name: arithmetic intensity, achieved GB/s and GFLOP/s).
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,9 @@ struct OpKindTotals {
         return cost.bytes() > 0 ? static_cast<double>(cost.flops) / cost.bytes() : 0.0;
     }
 };
+
+// Per layer, from the start of its first op to the end of its last (ops of no layer left out).
+std::map<int32_t, std::pair<int64_t, int64_t>> layer_spans(const std::vector<OpRecord>& ops);
 
 // One row per op name, in order of first appearance.
 std::vector<OpKindTotals> totals_by_kind(const std::vector<OpRecord>& ops);

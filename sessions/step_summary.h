@@ -25,9 +25,16 @@ struct StepSummary {
     // cover (the rest of step_seconds is "other").
     int64_t weight_bytes = 0, kv_read_bytes = 0, kv_written_bytes = 0, activation_bytes = 0;
     int64_t ops_ns = 0;
-    int64_t bytes_moved() const {
-        return weight_bytes + kv_read_bytes + kv_written_bytes + activation_bytes;
+    // The split as a KernelCost (no flops: the step row keeps bytes only).
+    KernelCost moved() const {
+        KernelCost k;
+        k.weight_bytes = weight_bytes;
+        k.kv_read_bytes = kv_read_bytes;
+        k.kv_written_bytes = kv_written_bytes;
+        k.activation_bytes = activation_bytes;
+        return k;
     }
+    int64_t bytes_moved() const { return moved().bytes(); }
     // Achieved bandwidth: bytes moved over the step's wall time (0 without either).
     double bandwidth_gbps() const {
         return step_seconds > 0 ? static_cast<double>(bytes_moved()) / step_seconds / 1e9 : 0.0;

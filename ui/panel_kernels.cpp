@@ -258,13 +258,6 @@ void draw_kernels_panel(UiContext& ctx) {
         dl->AddText(ImVec2(x + 2, c0.y), 0xff909090, tick_label);
     }
     const float layer_y = c0.y + axis_h, op_y = layer_y + row_h;
-    // Layers: from the first op of a layer to its last.
-    std::map<int32_t, std::pair<int64_t, int64_t>> layers;
-    for (const OpRecord& op : ops)
-        if (op.layer >= 0) {
-            auto [it, fresh] = layers.try_emplace(op.layer, op.start_ns, op.end_ns);
-            if (!fresh) it->second.second = std::max(it->second.second, op.end_ns);
-        }
     auto box = [&](float x0, float x1, float y, uint32_t color, const std::string& label,
                    const std::string& short_label = "") {
         x1 = std::max(x1, x0 + 1.0f);
@@ -279,7 +272,7 @@ void draw_kernels_panel(UiContext& ctx) {
             break;
         }
     };
-    for (const auto& [layer, s] : layers)
+    for (const auto& [layer, s] : layer_spans(ops))
         box(x_of(s.first), x_of(s.second), layer_y, (layer % 2) ? 0xff5a5a5a : 0xff6e6e6e,
             "layer " + std::to_string(layer), std::to_string(layer));
     const OpRecord* under = nullptr;

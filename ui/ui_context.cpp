@@ -227,10 +227,13 @@ const std::vector<OpRecord>& UiContext::step_ops(Side side) {
     RunCache& c = runs_[static_cast<int>(side)];
     SessionReader* run = session_of(side);
     const int64_t at = cursor_of(side);
-    // A step's row is written whole, so once read its ops do not change (a live run's newest
-    // step is read again only when the cursor moves to it after it was written).
-    if (c.ops_key != std::pair{run, at} || (c.ops.empty() && run && at > run->last_step() - 1)) {
-        c.ops_key = {run, at};
+    // A step's row is written whole, so once read its ops do not change; only a step not yet
+    // written when asked for is asked for again, when the run has grown.
+    const int64_t last = run ? run->last_step() : -1;
+    const bool unwritten = at > std::get<2>(c.ops_key);
+    if (std::get<0>(c.ops_key) != run || std::get<1>(c.ops_key) != at ||
+        (unwritten && last != std::get<2>(c.ops_key))) {
+        c.ops_key = {run, at, last};
         c.ops.clear();
         if (run && at >= 0 && at <= run->last_step()) {
             auto events = run->events(at, at, {EventKind::kKernel});

@@ -172,7 +172,9 @@ class UiContext {
         SessionReader* captured_of = nullptr;
         std::vector<std::pair<int32_t, int32_t>> captured;
         int64_t captured_upto = -2;  // last step of the session when captured was asked for
-        std::pair<SessionReader*, int64_t> ops_key{nullptr, -1};
+        // (run, step, the run's last step when read): a step read before it was written (a live
+        // run's cursor ahead of the recorder) is read again once the run has grown, not per frame.
+        std::tuple<SessionReader*, int64_t, int64_t> ops_key{nullptr, -1, -2};
         std::vector<OpRecord> ops;
     } runs_[2];
 };
