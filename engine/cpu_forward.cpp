@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "engine/cpu_matmul.h"
 #include "engine/cpu_ops.h"
 #include "engine/kv_eviction.h"
 #include "engine/thread_pool.h"
@@ -91,14 +92,12 @@ Status CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
         OpKind::kEmbed, -1,
         [&] {
             for (int r = 0; r < n; ++r)
-                std::memcpy(&x_[static_cast<size_t>(r) * c.dim],
-                            weights_.token_embedding.data +
-                                static_cast<int64_t>(batch.tokens[static_cast<size_t>(r)]) * c.dim,
-                            sizeof(float) * static_cast<size_t>(c.dim));
+                weights_.token_embedding.row_to_f32(batch.tokens[static_cast<size_t>(r)],
+                                                    &x_[static_cast<size_t>(r) * c.dim]);
         },
         [&] {
             KernelCost k = elementwise_cost(0, n64 * dim, 0);
-            k.weight_bytes = n64 * dim * 4;  // one row of the table per token
+            k.weight_bytes = n64 * weights_.token_embedding.row_bytes;  // one row per token
             return k;
         });
 
@@ -141,9 +140,9 @@ Status CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
         op(
             OpKind::kQkv, l,
             [&] {
-                matmul(pool_, xb_.data(), n, w.wq, q_.data());
-                matmul(pool_, xb_.data(), n, w.wk, k_.data());
-                matmul(pool_, xb_.data(), n, w.wv, v_.data());
+                matmul(pool_, xb_.data(), n, w.wq, q_.data(), matmul_mode_);
+                matmul(pool_, xb_.data(), n, w.wk, k_.data(), matmul_mode_);
+                matmul(pool_, xb_.data(), n, w.wv, v_.data(), matmul_mode_);
                 add_bias(q_.data(), n, w.bq);
                 add_bias(k_.data(), n, w.bk);
                 add_bias(v_.data(), n, w.bv);
@@ -215,7 +214,7 @@ Status CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
         op(
             OpKind::kAttnOutput, l,
             [&] {
-                matmul(pool_, att_.data(), n, w.wo, xb_.data());
+                matmul(pool_, att_.data(), n, w.wo, xb_.data(), matmul_mode_);
                 for (size_t i = 0; i < N * c.dim; ++i)
                     x_[i] += xb_[i];
             },
@@ -238,8 +237,8 @@ Status CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
         op(
             OpKind::kFfnGateUp, l,
             [&] {
-                matmul(pool_, xb_.data(), n, w.w_gate, hb_.data());
-                matmul(pool_, xb_.data(), n, w.w_up, hb2_.data());
+                matmul(pool_, xb_.data(), n, w.w_gate, hb_.data(), matmul_mode_);
+                matmul(pool_, xb_.data(), n, w.w_up, hb2_.data(), matmul_mode_);
             },
             [&] {
                 KernelCost k = matmul_cost(n64, hidden, dim, w.w_gate.bytes());
@@ -254,7 +253,7 @@ Status CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
         op(
             OpKind::kFfnDown, l,
             [&] {
-                matmul(pool_, hb_.data(), n, w.w_down, xb_.data());
+                matmul(pool_, hb_.data(), n, w.w_down, xb_.data(), matmul_mode_);
                 for (size_t i = 0; i < N * c.dim; ++i)
                     x_[i] += xb_[i];
                 finite = check_finite(x_.data(), N * c.dim, c.dim, "layer " + std::to_string(l));
@@ -296,7 +295,8 @@ Status CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
     op(
         OpKind::kLmHead, -1,
         [&] {
-            if (n_out > 0) matmul(pool_, last.data(), n_out, weights_.output, logits.data());
+            if (n_out > 0)
+                matmul(pool_, last.data(), n_out, weights_.output, logits.data(), matmul_mode_);
         },
         [&] {
             return n_out > 0 ? matmul_cost(n_out, c.vocab_size, dim, weights_.output.bytes())

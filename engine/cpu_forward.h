@@ -10,6 +10,7 @@
 
 #include "base/result.h"
 #include "engine/block_manager.h"
+#include "engine/cpu_matmul.h"
 #include "engine/kv_cache.h"
 #include "engine/model_config.h"
 #include "engine/model_weights.h"
@@ -84,6 +85,8 @@ class CpuForward {
     const PhaseTimes& last_phase_times() const { return times_; }
     // Null (the default) traces nothing; otherwise run() appends a span per op (op_trace.h).
     void set_trace(OpTrace* trace) { trace_ = trace; }
+    // How projections multiply (cpu_matmul.h); exact by default.
+    void set_matmul_mode(MatmulMode mode) { matmul_mode_ = mode; }
 
   private:
     void attention(const ForwardBatch& batch, int layer);
@@ -94,6 +97,7 @@ class CpuForward {
     ThreadPool& pool_;
     AttentionCapture* capture_ = nullptr;
     OpTrace* trace_ = nullptr;
+    MatmulMode matmul_mode_ = MatmulMode::kExact;
     // Runs `body` as one op; with a trace, times it (from the previous op's end: the forward
     // pass's ops run back to back) and records `cost()` (only then computed).
     template <class Body, class Cost>

@@ -8,11 +8,8 @@
 #endif
 
 #include "engine/model_config.h"
-#include "engine/model_weights.h"
 
 namespace kvscope {
-
-class ThreadPool;
 
 // Eight lanes of partial sums: one AVX register on x86-64, two SSE ones elsewhere.
 typedef float Lanes __attribute__((vector_size(32)));
@@ -72,8 +69,6 @@ inline void reduce_lanes4(const Lanes acc[4], const float* const x[4], const flo
         out[j] = reduce_lanes(acc[j], x[j], y[j], tail_begin, n);
 #endif
 }
-// out[r][o] = sum_i x[r][i] * w[o][i] for r < n_rows, o < w.rows; x is [n_rows][w.cols].
-void matmul(ThreadPool& pool, const float* x, int n_rows, const Matrix& w, float* out);
 // out = weight * x / sqrt(mean(x^2) + eps), over n values.
 void rmsnorm(float* out, const float* x, const float* weight, int n, float eps);
 void softmax(float* x, int n);

@@ -28,12 +28,15 @@ std::string shape_str(const std::vector<uint64_t>& d) {
     return s.str();
 }
 
-// fp32 views of tensors, checked against the shapes the config implies.
+// Views of tensors, checked against the shapes the config implies.
 struct WeightLoader {
     std::shared_ptr<const GgufFile> file;
     ModelWeights& w;
 
-    Result<const float*> tensor(const std::string& name, const std::vector<uint64_t>& want_dims) {
+    // The tensor's bytes, checked against the shape the config needs and a type kvscope can
+    // multiply.
+    Result<const GgufTensorInfo*> find(const std::string& name,
+                                       const std::vector<uint64_t>& want_dims) {
         const std::string& path = file->path();
         const GgufTensorInfo* t = file->find_tensor(name);
         if (!t) return Error{path + ": tensor '" + name + "' is missing"};
@@ -45,30 +48,45 @@ struct WeightLoader {
             return Error{path + ": tensor '" + name + "' has type " +
                          std::string(traits ? traits->name : "unknown") +
                          ", which kvscope cannot load yet (supported: F32, F16, BF16, Q8_0, "
-                         "Q4_0, Q4_1)"};
-        const uint8_t* src = file->data(*t);
-        const uint64_t n = t->num_elements();
-        // Aligned F32 is used in place. Anything else (other types, or F32 that a small
-        // general.alignment left misaligned for float loads) becomes an owned fp32 copy.
-        if (t->type == GgmlType::F32 && reinterpret_cast<uintptr_t>(src) % alignof(float) == 0)
+                         "Q4_0, Q4_1, Q4_K, Q6_K)"};
+        return t;
+    }
+    // fp32 values: aligned F32 in place; other types (or F32 that a small general.alignment
+    // left misaligned for float loads) as an owned fp32 copy.
+    Result<const float*> fp32(const std::string& name, const std::vector<uint64_t>& want_dims) {
+        auto t = find(name, want_dims);
+        if (!t) return t.error();
+        const uint8_t* src = file->data(*t.value());
+        const uint64_t n = t.value()->num_elements();
+        if (t.value()->type == GgmlType::F32 &&
+            reinterpret_cast<uintptr_t>(src) % alignof(float) == 0)
             return reinterpret_cast<const float*>(src);
         std::shared_ptr<float[]> buf(new (std::nothrow) float[n]);
         if (!buf)
-            return Error{path + ": out of memory converting tensor '" + name + "' (" +
+            return Error{file->path() + ": out of memory converting tensor '" + name + "' (" +
                          std::to_string(n) + " values) to fp32"};
-        dequantize_to_f32(t->type, src, buf.get(), n);
+        dequantize_to_f32(t.value()->type, src, buf.get(), n);
         w.owners.push_back(buf);
         return static_cast<const float*>(buf.get());
     }
     // A [rows][cols] matrix: GGUF lists dimensions fastest first, so its dims are {cols, rows}.
+    // It stays in the file's type, in the mapping (the matmul converts in registers); only
+    // F32 that is misaligned for float loads is copied.
     Status matrix(Matrix& m, const std::string& name, int rows, int cols) {
-        auto p = tensor(name, {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows)});
-        if (!p) return p.error();
-        m = Matrix{p.value(), rows, cols};
+        const std::vector<uint64_t> dims{static_cast<uint64_t>(cols), static_cast<uint64_t>(rows)};
+        auto t = find(name, dims);
+        if (!t) return t.error();
+        if (t.value()->type == GgmlType::F32) {
+            auto p = fp32(name, dims);
+            if (!p) return p.error();
+            m = Matrix{p.value(), rows, cols};
+        } else {
+            m = Matrix{file->data(*t.value()), t.value()->type, rows, cols};
+        }
         return {};
     }
     Status vector(Vector& v, const std::string& name, int n) {
-        auto p = tensor(name, {static_cast<uint64_t>(n)});
+        auto p = fp32(name, {static_cast<uint64_t>(n)});
         if (!p) return p.error();
         v = Vector{p.value(), n};
         return {};

@@ -29,11 +29,11 @@ std::optional<GgmlTypeTraits> ggml_type_traits(uint32_t id) {
         case GgmlType::Q3_K:
             return GgmlTypeTraits{"Q3_K", 256, 110, false};
         case GgmlType::Q4_K:
-            return GgmlTypeTraits{"Q4_K", 256, 144, false};
+            return GgmlTypeTraits{"Q4_K", 256, 144, true};
         case GgmlType::Q5_K:
             return GgmlTypeTraits{"Q5_K", 256, 176, false};
         case GgmlType::Q6_K:
-            return GgmlTypeTraits{"Q6_K", 256, 210, false};
+            return GgmlTypeTraits{"Q6_K", 256, 210, true};
         case GgmlType::Q8_K:
             return GgmlTypeTraits{"Q8_K", 256, 292, false};
         case GgmlType::IQ2_XXS:
@@ -155,6 +155,64 @@ float bf16_to_f32(uint16_t h) {
     return f;
 }
 
+namespace {
+uint16_t le16(const uint8_t* q) {
+    return static_cast<uint16_t>(q[0] | (q[1] << 8));
+}
+
+// Q4_K: {fp16 d, fp16 dmin, 12 bytes of 6-bit scales and mins for eight 32-value sub-blocks,
+// 128 bytes of nibbles}. Sub-blocks 0-3 keep scale and min in the low 6 bits of bytes 0-3 and
+// 4-7; sub-blocks 4-7 split theirs over bytes 8-11 (low 4 bits) and the top 2 bits of 0-7.
+// Each 32 bytes of nibbles hold two sub-blocks: low nibbles, then high. value = d*sc*q - dmin*m.
+void dequantize_q4_k_block(const uint8_t* p, float* y) {
+    const float d = fp16_to_f32(le16(p)), dmin = fp16_to_f32(le16(p + 2));
+    const uint8_t* sc = p + 4;
+    const uint8_t* q = p + 16;
+    auto scale_min = [&](int j, int& s, int& m) {
+        if (j < 4) {
+            s = sc[j] & 63;
+            m = sc[j + 4] & 63;
+        } else {
+            s = (sc[j + 4] & 0x0f) | ((sc[j - 4] >> 6) << 4);
+            m = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+        }
+    };
+    for (int j = 0; j < 8; j += 2, q += 32, y += 64) {
+        int s1, m1, s2, m2;
+        scale_min(j, s1, m1);
+        scale_min(j + 1, s2, m2);
+        const float d1 = d * static_cast<float>(s1), min1 = dmin * static_cast<float>(m1);
+        const float d2 = d * static_cast<float>(s2), min2 = dmin * static_cast<float>(m2);
+        for (int l = 0; l < 32; ++l) {
+            y[l] = d1 * static_cast<float>(q[l] & 0x0f) - min1;
+            y[l + 32] = d2 * static_cast<float>(q[l] >> 4) - min2;
+        }
+    }
+}
+
+// Q6_K: {128 bytes of low nibbles, 64 bytes of high 2-bit pairs, 16 int8 scales, fp16 d}; each
+// 128 values use 64 low-nibble bytes and 32 high bytes, four values per (l) position spaced 32
+// apart, each 16-value group with its own scale. value = d * scale * (q - 32).
+void dequantize_q6_k_block(const uint8_t* p, float* y) {
+    const uint8_t* ql = p;
+    const uint8_t* qh = p + 128;
+    const auto* sc = reinterpret_cast<const int8_t*>(p + 192);
+    const float d = fp16_to_f32(le16(p + 208));
+    for (int half = 0; half < 2; ++half, ql += 64, qh += 32, sc += 8, y += 128)
+        for (int l = 0; l < 32; ++l) {
+            const int is = l / 16;
+            const int q1 = ((ql[l] & 0x0f) | ((qh[l] & 3) << 4)) - 32;
+            const int q2 = ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
+            const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+            const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+            y[l] = d * static_cast<float>(sc[is]) * static_cast<float>(q1);
+            y[l + 32] = d * static_cast<float>(sc[is + 2]) * static_cast<float>(q2);
+            y[l + 64] = d * static_cast<float>(sc[is + 4]) * static_cast<float>(q3);
+            y[l + 96] = d * static_cast<float>(sc[is + 6]) * static_cast<float>(q4);
+        }
+}
+}  // namespace
+
 void dequantize_to_f32(GgmlType type, const void* src, float* dst, size_t n) {
     const auto* p = static_cast<const uint8_t*>(src);
     auto u16 = [](const uint8_t* q) { return static_cast<uint16_t>(q[0] | (q[1] << 8)); };
@@ -199,6 +257,14 @@ void dequantize_to_f32(GgmlType type, const void* src, float* dst, size_t n) {
                         d * static_cast<float>(p[4 + i] >> 4) + m;
                 }
             }
+            return;
+        case GgmlType::Q4_K:
+            for (size_t b = 0; b < n / 256; ++b, p += 144)
+                dequantize_q4_k_block(p, dst + b * 256);
+            return;
+        case GgmlType::Q6_K:
+            for (size_t b = 0; b < n / 256; ++b, p += 210)
+                dequantize_q6_k_block(p, dst + b * 256);
             return;
         default:
             return;  // callers check can_dequantize first

@@ -3,6 +3,13 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <new>
+#include <utility>
+
+#include <unistd.h>
+
+#include "engine/gguf_file.h"
+#include "engine/random_weights.h"
 
 namespace kvscope {
 
@@ -25,17 +32,6 @@ ModelConfig shape(const char* arch, int layers, int dim, int heads, int kv_heads
     return c;
 }
 
-// xorshift64*: fast enough to fill a few GB at load.
-struct Rng {
-    uint64_t s;
-    float uniform() {  // in [-1, 1)
-        s ^= s >> 12;
-        s ^= s << 25;
-        s ^= s >> 27;
-        const uint64_t r = s * 0x2545F4914F6CDD1DULL;
-        return static_cast<float>(static_cast<double>(r >> 40) / 8388608.0 - 1.0);
-    }
-};
 }  // namespace
 
 int64_t SyntheticShape::parameters() const {
@@ -52,18 +48,16 @@ const std::vector<SyntheticShape>& synthetic_shapes() {
         std::vector<SyntheticShape> v;
         // From each model's published config (config.json).
         v.push_back({"qwen2.5-0.5b",
-                     shape("qwen2", 24, 896, 14, 2, 64, 4864, 151936, 32768, 1e6f, 1e-6f), true,
-                     true});
+                     shape("qwen2", 24, 896, 14, 2, 64, 4864, 151936, 32768, 1e6f, 1e-6f), true});
         v.back().config.rope_style = RopeStyle::kHalfSplit;
         v.back().config.has_qkv_bias = true;
         v.push_back({"llama-3.2-1b",
-                     shape("llama", 16, 2048, 32, 8, 64, 8192, 128256, 131072, 5e5f, 1e-5f), true,
-                     true});
+                     shape("llama", 16, 2048, 32, 8, 64, 8192, 128256, 131072, 5e5f, 1e-5f), true});
         v.push_back({"llama-3-8b",
-                     shape("llama", 32, 4096, 32, 8, 128, 14336, 128256, 8192, 5e5f, 1e-5f), false,
+                     shape("llama", 32, 4096, 32, 8, 128, 14336, 128256, 8192, 5e5f, 1e-5f),
                      false});
         v.push_back({"mistral-7b",
-                     shape("llama", 32, 4096, 32, 8, 128, 14336, 32000, 32768, 1e6f, 1e-5f), false,
+                     shape("llama", 32, 4096, 32, 8, 128, 14336, 32000, 32768, 1e6f, 1e-5f),
                      false});
         for (SyntheticShape& s : v)
             s.config.name = std::string(kSyntheticPrefix) + s.name;
@@ -76,30 +70,84 @@ bool is_synthetic_model(const std::string& path) {
     return path.rfind(kSyntheticPrefix, 0) == 0;
 }
 
-Result<LoadedModel> make_synthetic_model(const std::string& spec, uint64_t seed) {
-    const std::string name = spec.substr(std::string(kSyntheticPrefix).size());
+namespace {
+// What the weight types are called after the shape's name: "synthetic:llama-3-8b:q4_0".
+constexpr std::pair<const char*, GgmlType> kWeightTypes[] = {
+    {"f32", GgmlType::F32},   {"f16", GgmlType::F16},   {"bf16", GgmlType::BF16},
+    {"q8_0", GgmlType::Q8_0}, {"q4_0", GgmlType::Q4_0}, {"q4_1", GgmlType::Q4_1},
+    {"q4_k", GgmlType::Q4_K}, {"q6_k", GgmlType::Q6_K},
+};
+
+uint64_t physical_memory_bytes() {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+}
+}  // namespace
+
+int64_t SyntheticShape::weight_bytes(GgmlType type) const {
+    const ModelConfig& c = config;
+    const int64_t d = c.dim, q = c.q_dim(), kv = c.kv_dim(), h = c.hidden_dim;
+    auto mat = [&](int64_t rows, int64_t cols) {
+        auto b = ggml_row_bytes(type, static_cast<uint64_t>(cols));
+        return b ? rows * static_cast<int64_t>(b.value()) : rows * cols * 4;
+    };
+    int64_t layer = 2 * d * 4 + mat(q, d) + 2 * mat(kv, d) + mat(d, q) + 2 * mat(h, d) + mat(d, h);
+    if (c.has_qkv_bias) layer += (q + 2 * kv) * 4;
+    return mat(c.vocab_size, d) * (tied_embeddings ? 1 : 2) + d * 4 + c.n_layers * layer;
+}
+
+Result<LoadedModel> make_synthetic_model(const std::string& spec, uint64_t seed,
+                                         uint64_t memory_limit) try {
+    std::string name = spec.substr(std::string(kSyntheticPrefix).size());
+    GgmlType type = GgmlType::F32;
+    if (size_t colon = name.find(':'); colon != std::string::npos) {
+        const std::string type_name = name.substr(colon + 1);
+        name.resize(colon);
+        bool known_type = false;
+        std::string types;
+        for (auto [n, t] : kWeightTypes) {
+            if (type_name == n) type = t, known_type = true;
+            types += (types.empty() ? "" : ", ") + std::string(n);
+        }
+        if (!known_type)
+            return Error{quote_for_message(spec) + ": no weight type " +
+                         quote_for_message(type_name) + " (known: " + types + ")"};
+    }
     const SyntheticShape* found = nullptr;
     std::string known;
     for (const SyntheticShape& s : synthetic_shapes()) {
         if (s.name == name) found = &s;
         known += (known.empty() ? "" : ", ") + s.name;
     }
-    if (!found) return Error{spec + ": no such synthetic model (known: " + known + ")"};
-    const double gb = static_cast<double>(found->parameters()) * 4 / 1e9;
-    if (!found->cpu) {
-        char buf[160];
+    if (!found)
+        return Error{quote_for_message(spec) + ": no such synthetic model (known: " + known +
+                     "; a weight type may follow, as in synthetic:qwen2.5-0.5b:q8_0)"};
+    const auto traits = ggml_type_traits(static_cast<uint32_t>(type));
+    for (int cols : {found->config.dim, found->config.q_dim(), found->config.hidden_dim})
+        if (cols % static_cast<int>(traits->block_elements) != 0)
+            return Error{spec + ": rows of " + std::to_string(cols) + " values are not whole " +
+                         std::string(traits->name) + " blocks of " +
+                         std::to_string(traits->block_elements) + "; pick another weight type"};
+    const int64_t bytes = found->weight_bytes(type);
+    if (memory_limit == 0) memory_limit = physical_memory_bytes() / 4 * 3;
+    if (memory_limit && static_cast<uint64_t>(bytes) > memory_limit) {
+        char buf[200];
         std::snprintf(buf, sizeof buf,
-                      ": %.1f B parameters, %.1f GB as the CPU backend's fp32 weights: too big "
-                      "for it (the CPU takes qwen2.5-0.5b and llama-3.2-1b)",
-                      static_cast<double>(found->parameters()) / 1e9, gb);
+                      ": %.1f B parameters, %.1f GB as %s weights: more than the %.1f GB this "
+                      "machine can spare (try a smaller type, as in %s:q4_0)",
+                      static_cast<double>(found->parameters()) / 1e9,
+                      static_cast<double>(bytes) / 1e9, std::string(traits->name).c_str(),
+                      static_cast<double>(memory_limit) / 1e9,
+                      (std::string(kSyntheticPrefix) + found->name).c_str());
         return Error{spec + buf};
     }
     LoadedModel m;
     m.config = found->config;
-    m.format = "synthetic (random weights, seed " + std::to_string(seed) + ")";
+    m.format = "synthetic (random " + std::string(traits->name) + " weights, seed " +
+               std::to_string(seed) + ")";
     m.path = spec;
     const ModelConfig& c = m.config;
-    Rng rng{0x9E3779B97F4A7C15ULL ^ (seed * 0xBF58476D1CE4E5B9ULL) ^ 1};
+    WeightRng rng{0x9E3779B97F4A7C15ULL ^ (seed * 0xBF58476D1CE4E5B9ULL) ^ 1};
     auto alloc = [&](size_t n, float scale, float offset) {
         auto buf = std::shared_ptr<float[]>(new float[n]);
         for (size_t i = 0; i < n; ++i)
@@ -109,9 +157,11 @@ Result<LoadedModel> make_synthetic_model(const std::string& spec, uint64_t seed)
     };
     // Uniform on [-a, a] has variance a^2 / 3: a = sqrt(3 / inputs) keeps activations at scale.
     auto matrix = [&](int rows, int cols) {
-        return Matrix{alloc(static_cast<size_t>(rows) * static_cast<size_t>(cols),
-                            std::sqrt(3.0f / static_cast<float>(cols)), 0.0f),
-                      rows, cols};
+        auto buf =
+            random_weights(type, rows, cols, std::sqrt(3.0f / static_cast<float>(cols)), rng);
+        if (!buf) throw std::bad_alloc();
+        m.weights.owners.push_back(buf);
+        return Matrix{buf.get(), type, rows, cols};
     };
     auto vec = [&](int n, float scale, float offset) {
         return Vector{alloc(static_cast<size_t>(n), scale, offset), n};
@@ -139,6 +189,8 @@ Result<LoadedModel> make_synthetic_model(const std::string& spec, uint64_t seed)
     w.output_norm = vec(c.dim, 0.0f, 1.0f);
     w.output = found->tied_embeddings ? w.token_embedding : matrix(c.vocab_size, c.dim);
     return m;
+} catch (const std::bad_alloc&) {
+    return Error{spec + ": out of memory making its random weights"};
 }
 
 }  // namespace kvscope

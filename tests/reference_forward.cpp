@@ -1,15 +1,18 @@
 #include "reference_forward.h"
 
 #include <cmath>
+#include <vector>
 
 namespace kvscope::test {
 
 namespace {
 void matvec(float* out, const float* x, const Matrix& w) {
+    std::vector<float> row(static_cast<size_t>(w.cols));
     for (int i = 0; i < w.rows; ++i) {
+        w.row_to_f32(i, row.data());
         float v = 0.0f;
         for (int j = 0; j < w.cols; ++j)
-            v += w.data[static_cast<size_t>(i) * w.cols + j] * x[j];
+            v += row[static_cast<size_t>(j)] * x[j];
         out[i] = v;
     }
 }
@@ -55,8 +58,7 @@ const std::vector<float>& ReferenceForward::step(int token, int pos) {
     const ModelConfig& c = model_.config;
     const ModelWeights& w = model_.weights;
     const int hd = c.head_dim;
-    for (int i = 0; i < c.dim; ++i)
-        x_[i] = w.token_embedding.data[static_cast<size_t>(token) * c.dim + i];
+    w.token_embedding.row_to_f32(token, x_.data());
     for (int l = 0; l < c.n_layers; ++l) {
         const LayerWeights& lw = w.layers[l];
         norm(xb_.data(), x_.data(), lw.attn_norm.data, c.dim, c.rms_eps);

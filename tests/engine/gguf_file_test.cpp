@@ -73,9 +73,9 @@ TEST(GgmlType, TraitsForEveryKnownId) {
         {GgmlType::Q8_1, "Q8_1", 32, 36, false},
         {GgmlType::Q2_K, "Q2_K", 256, 84, false},
         {GgmlType::Q3_K, "Q3_K", 256, 110, false},
-        {GgmlType::Q4_K, "Q4_K", 256, 144, false},
+        {GgmlType::Q4_K, "Q4_K", 256, 144, true},
         {GgmlType::Q5_K, "Q5_K", 256, 176, false},
-        {GgmlType::Q6_K, "Q6_K", 256, 210, false},
+        {GgmlType::Q6_K, "Q6_K", 256, 210, true},
         {GgmlType::Q8_K, "Q8_K", 256, 292, false},
         {GgmlType::IQ2_XXS, "IQ2_XXS", 256, 66, false},
         {GgmlType::IQ2_XS, "IQ2_XS", 256, 74, false},
@@ -309,7 +309,7 @@ TEST(GgufFile, TensorsRoundTripWithTheirBytes) {
                 EXPECT_EQ(values[i], static_cast<float>(i + 1));
             EXPECT_EQ(f->find_tensor("q8")->type, GgmlType::Q8_0);
             EXPECT_EQ(f->find_tensor("q8")->size_bytes, 34u);
-            EXPECT_EQ(f->find_tensor("q6k")->type, GgmlType::Q6_K);  // parses; loading refuses
+            EXPECT_EQ(f->find_tensor("q6k")->type, GgmlType::Q6_K);
             EXPECT_EQ(std::memcmp(f->data(*f->find_tensor("q6k")), q6k.data(), 210), 0);
             EXPECT_EQ(f->find_tensor("absent"), nullptr);
         }
@@ -405,6 +405,62 @@ TEST(GgufFile, DequantizesF16Bf16AndBlocksToReferenceValues) {
     for (int i = 0; i < 16; ++i) {
         EXPECT_EQ(v41[static_cast<size_t>(i)], 0.25f * static_cast<float>((i * 7) % 16) - 1) << i;
         EXPECT_EQ(v41[static_cast<size_t>(i) + 16], 0.25f * static_cast<float>(i) - 1) << i;
+    }
+}
+
+// K-quant blocks built by hand from the format's layout (not from kvscope's decoder), with
+// values that are exact in fp32, so every element can be checked for equality.
+TEST(GgmlType, DequantizesQ4KBlocksAsTheFormatLaysThemOut) {
+    const int scale[8] = {1, 2, 3, 4, 40, 50, 60, 63}, min[8] = {0, 1, 2, 3, 17, 33, 48, 63};
+    std::vector<uint8_t> b(144, 0);
+    b[0] = 0x00, b[1] = 0x3c;  // d = 1.0
+    b[2] = 0x00, b[3] = 0x38;  // dmin = 0.5
+    uint8_t* sc = &b[4];
+    for (int j = 0; j < 4; ++j) {  // 6-bit scales and mins; sub-blocks 4-7 split over two bytes
+        sc[j] = static_cast<uint8_t>((scale[j] & 63) | (scale[j + 4] >> 4) << 6);
+        sc[j + 4] = static_cast<uint8_t>((min[j] & 63) | (min[j + 4] >> 4) << 6);
+        sc[j + 8] = static_cast<uint8_t>((scale[j + 4] & 15) | (min[j + 4] & 15) << 4);
+    }
+    for (int i = 0; i < 128; ++i)  // low nibble: sub-block 2g, high: 2g + 1
+        b[16 + i] = static_cast<uint8_t>((i % 16) | (15 - i % 16) << 4);
+    std::vector<float> y(256);
+    dequantize_to_f32(GgmlType::Q4_K, b.data(), y.data(), 256);
+    for (int e = 0; e < 256; ++e) {
+        const int g = e / 64, within = e % 64;
+        const int sub = 2 * g + (within >= 32);
+        const int q = within < 32 ? within % 16 : 15 - (within - 32) % 16;
+        EXPECT_EQ(y[static_cast<size_t>(e)],
+                  static_cast<float>(scale[sub] * q) - 0.5f * static_cast<float>(min[sub]))
+            << "element " << e;
+    }
+}
+
+TEST(GgmlType, DequantizesQ6KBlocksAsTheFormatLaysThemOut) {
+    std::vector<uint8_t> b(210, 0);
+    uint8_t *ql = &b[0], *qh = &b[128];
+    auto* sc = reinterpret_cast<int8_t*>(&b[192]);
+    for (int i = 0; i < 16; ++i)
+        sc[i] = static_cast<int8_t>(i - 8);
+    b[208] = 0x00, b[209] = 0x38;                             // d = 0.5
+    auto code = [](int e) { return (e * 7 + e / 64) % 64; };  // 6-bit codes, value = code - 32
+    // Element h*128 + 32*t + l: its low 4 bits in ql[h*64 + l + 32*(t%2)] (low nibble for
+    // t < 2, high for t >= 2), its top 2 bits in qh[h*32 + l] at bit 2t, its scale
+    // sc[h*8 + l/16 + 2t].
+    for (int h = 0; h < 2; ++h)
+        for (int t = 0; t < 4; ++t)
+            for (int l = 0; l < 32; ++l) {
+                const int c = code(h * 128 + 32 * t + l);
+                uint8_t& lo = ql[h * 64 + l + 32 * (t % 2)];
+                lo |= static_cast<uint8_t>(t < 2 ? (c & 15) : (c & 15) << 4);
+                qh[h * 32 + l] |= static_cast<uint8_t>((c >> 4) << (2 * t));
+            }
+    std::vector<float> y(256);
+    dequantize_to_f32(GgmlType::Q6_K, b.data(), y.data(), 256);
+    for (int e = 0; e < 256; ++e) {
+        const int h = e / 128, t = (e % 128) / 32, l = e % 32;
+        const int s = h * 8 + l / 16 + 2 * t - 8;
+        EXPECT_EQ(y[static_cast<size_t>(e)], 0.5f * static_cast<float>(s * (code(e) - 32)))
+            << "element " << e;
     }
 }
 

@@ -28,6 +28,13 @@ using test::GgufBuilder;
 std::vector<float> values_of(const float* p, size_t n) {
     return std::vector<float>(p, p + n);
 }
+// Every value of a matrix as fp32, whatever its type.
+std::vector<float> matrix_values(const Matrix& m) {
+    std::vector<float> v(static_cast<size_t>(m.rows) * static_cast<size_t>(m.cols));
+    for (int r = 0; r < m.rows; ++r)
+        m.row_to_f32(r, &v[static_cast<size_t>(r) * static_cast<size_t>(m.cols)]);
+    return v;
+}
 
 // Refused, with a one-line message that contains `needle`.
 template <class T>
@@ -64,7 +71,7 @@ GgufBuilder model_gguf(const LoadedModel& m, GgmlType type, const std::string& a
     put_config(b, c, arch);
     auto mat = [&](const std::string& name, const Matrix& w) {
         b.tensor(name, {static_cast<uint64_t>(w.cols), static_cast<uint64_t>(w.rows)},
-                 values_of(w.data, static_cast<size_t>(w.rows) * w.cols), type);
+                 matrix_values(w), type);
     };
     auto vec = [&](const std::string& name, const Vector& v) {
         b.tensor(name, {static_cast<uint64_t>(v.size)},
@@ -123,7 +130,7 @@ void expect_same_matrix(const Matrix& got, const Matrix& want, GgmlType type, co
     ASSERT_EQ(got.rows, want.rows) << what;
     ASSERT_EQ(got.cols, want.cols) << what;
     const size_t n = static_cast<size_t>(want.rows) * want.cols;
-    EXPECT_EQ(values_of(got.data, n), through(type, want.data, n)) << what;
+    EXPECT_EQ(matrix_values(got), through(type, want.f32(), n)) << what;
 }
 
 std::vector<int32_t> greedy(std::shared_ptr<const LoadedModel> model, int n) {
@@ -206,11 +213,11 @@ TEST(ModelLoader, AlignedF32IsZeroCopyAndOwnersKeepTheFileAlive) {
         auto* b = reinterpret_cast<const uint8_t*>(p);
         return b >= bytes.data() && b < bytes.data() + bytes.size();
     };
-    EXPECT_TRUE(inside(m.weights.token_embedding.data));
-    EXPECT_TRUE(inside(m.weights.layers[1].w_down.data));
+    EXPECT_TRUE(inside(m.weights.token_embedding.f32()));
+    EXPECT_TRUE(inside(m.weights.layers[1].w_down.f32()));
     EXPECT_TRUE(inside(m.weights.output_norm.data));
     EXPECT_EQ(m.weights.owners.size(), 1u);  // nothing was copied
-    EXPECT_EQ(m.weights.layers[1].w_down.data[5], src->weights.layers[1].w_down.data[5]);
+    EXPECT_EQ(m.weights.layers[1].w_down.f32()[5], src->weights.layers[1].w_down.f32()[5]);
 }
 
 TEST(ModelLoader, MisalignedF32IsCopied) {
@@ -224,7 +231,7 @@ TEST(ModelLoader, MisalignedF32IsCopied) {
     b.tensor("aaa.pad", {1}, {0.0f}, GgmlType::F16);
     auto mat = [&](const std::string& name, const Matrix& w) {
         b.tensor(name, {static_cast<uint64_t>(w.cols), static_cast<uint64_t>(w.rows)},
-                 values_of(w.data, static_cast<size_t>(w.rows) * w.cols));
+                 matrix_values(w));
     };
     auto vec = [&](const std::string& name, const Vector& v) {
         b.tensor(name, {static_cast<uint64_t>(v.size)},
@@ -246,20 +253,20 @@ TEST(ModelLoader, MisalignedF32IsCopied) {
     ASSERT_EQ(img.layout.tensors[1].data_at % 4, 2u);  // the test really is misaligned
     auto loaded = load_bytes(img.bytes);
     ASSERT_TRUE(loaded.ok()) << loaded.error().message;
-    const float* emb = loaded->weights.token_embedding.data;
+    const float* emb = loaded->weights.token_embedding.f32();
     EXPECT_EQ(reinterpret_cast<uintptr_t>(emb) % alignof(float), 0u);
     EXPECT_EQ(loaded->weights.owners.size(), 12u);  // the file and 11 copies
-    EXPECT_EQ(values_of(emb, 96 * 64), values_of(src->weights.token_embedding.data, 96 * 64));
-    EXPECT_EQ(values_of(loaded->weights.layers[0].w_down.data, 96 * 64),
-              values_of(w.w_down.data, 96 * 64));
-    EXPECT_EQ(loaded->weights.output.data, emb);  // tied: no output.weight
+    EXPECT_EQ(values_of(emb, 96 * 64), values_of(src->weights.token_embedding.f32(), 96 * 64));
+    EXPECT_EQ(values_of(loaded->weights.layers[0].w_down.f32(), 96 * 64),
+              values_of(w.w_down.f32(), 96 * 64));
+    EXPECT_EQ(loaded->weights.output.f32(), emb);  // tied: no output.weight
 }
 
 TEST(ModelLoader, TiedOutputSharesTheEmbedding) {
     auto src = test::make_random_model(block_friendly_config(), 4);
     auto loaded = load_bytes(model_gguf(*src, GgmlType::Q8_0, "llama", true).build());
     ASSERT_TRUE(loaded.ok()) << loaded.error().message;
-    EXPECT_EQ(loaded->weights.output.data, loaded->weights.token_embedding.data);
+    EXPECT_EQ(loaded->weights.output.f32(), loaded->weights.token_embedding.f32());
     EXPECT_EQ(loaded->weights.output.rows, 96);
 }
 
@@ -461,11 +468,11 @@ TEST(ModelLoader, NamesTypesItCannotLoad) {
     q6.kv_u32("llama.block_count", 1);
     q6.kv_u32("llama.attention.head_count", 4);
     q6.kv_u32("llama.context_length", 64);
-    q6.tensor_raw("token_embd.weight", {256, 8}, static_cast<uint32_t>(GgmlType::Q6_K),
-                  std::vector<uint8_t>(8 * 210));
+    q6.tensor_raw("token_embd.weight", {256, 8}, static_cast<uint32_t>(GgmlType::Q5_K),
+                  std::vector<uint8_t>(8 * 176));
     EXPECT_TRUE(fails_with(load_bytes(q6.build()),
-                           "tensor 'token_embd.weight' has type Q6_K, which kvscope cannot load "
-                           "yet (supported: F32, F16, BF16, Q8_0"));
+                           "tensor 'token_embd.weight' has type Q5_K, which kvscope cannot load "
+                           "yet (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K)"));
 }
 
 TEST(ModelLoader, RefusesLyingGgufFilesThroughLoadModel) {
@@ -561,27 +568,27 @@ TEST(ModelLoader, Llama2cTensorsAreReadInRunCOrder) {
         EXPECT_EQ(c.eos_token, 1);  // run.c stops on BOS
         EXPECT_EQ(m->tokenizer, nullptr);
         const ModelWeights& w = m->weights;
-        expect_tensor(w.token_embedding.data, 80, 0, 0, "token_embedding");
+        expect_tensor(w.token_embedding.f32(), 80, 0, 0, "token_embedding");
         for (int l = 0; l < 2; ++l) {
             const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
             expect_tensor(lw.attn_norm.data, 8, 1, l * 8, "rms_att");
-            expect_tensor(lw.wq.data, 64, 2, l * 64, "wq");
-            expect_tensor(lw.wk.data, 32, 3, l * 32, "wk");
-            expect_tensor(lw.wv.data, 32, 4, l * 32, "wv");
-            expect_tensor(lw.wo.data, 64, 5, l * 64, "wo");
+            expect_tensor(lw.wq.f32(), 64, 2, l * 64, "wq");
+            expect_tensor(lw.wk.f32(), 32, 3, l * 32, "wk");
+            expect_tensor(lw.wv.f32(), 32, 4, l * 32, "wv");
+            expect_tensor(lw.wo.f32(), 64, 5, l * 64, "wo");
             expect_tensor(lw.ffn_norm.data, 8, 6, l * 8, "rms_ffn");
-            expect_tensor(lw.w_gate.data, 96, 7, l * 96, "w1");
-            expect_tensor(lw.w_down.data, 96, 8, l * 96, "w2");
-            expect_tensor(lw.w_up.data, 96, 9, l * 96, "w3");
+            expect_tensor(lw.w_gate.f32(), 96, 7, l * 96, "w1");
+            expect_tensor(lw.w_down.f32(), 96, 8, l * 96, "w2");
+            expect_tensor(lw.w_up.f32(), 96, 9, l * 96, "w3");
             EXPECT_EQ(lw.wk.rows, 4);
             EXPECT_EQ(lw.w_down.rows, 8);
             EXPECT_EQ(lw.w_down.cols, 12);
         }
         expect_tensor(w.output_norm.data, 8, 10, 0, "rms_final");
         if (shared) {
-            EXPECT_EQ(w.output.data, w.token_embedding.data);
+            EXPECT_EQ(w.output.f32(), w.token_embedding.f32());
         } else {
-            expect_tensor(w.output.data, 80, 13, 0, "wcls");  // after the two RoPE tables
+            expect_tensor(w.output.f32(), 80, 13, 0, "wcls");  // after the two RoPE tables
         }
     }
 }
@@ -592,8 +599,8 @@ TEST(ModelLoader, Llama2cFromMisalignedMemoryIsCopied) {
     std::memcpy(buffer->data() + 1, image.data(), image.size());
     auto m = llama2c_from_bytes({buffer->data() + 1, image.size()}, buffer, "mem.bin");
     ASSERT_TRUE(m.ok()) << m.error().message;
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(m->weights.token_embedding.data) % alignof(float), 0u);
-    expect_tensor(m->weights.layers[1].w_up.data, 96, 9, 96, "w3");
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(m->weights.token_embedding.f32()) % alignof(float), 0u);
+    expect_tensor(m->weights.layers[1].w_up.f32(), 96, 9, 96, "w3");
 }
 
 TEST(ModelLoader, Llama2cRefusesAbsurdHeadersAndSizes) {
@@ -727,7 +734,7 @@ std::vector<Seed> fuzz_seeds() {
         put_config(b, c, "llama");
         auto mat = [&](const std::string& name, const Matrix& x, GgmlType type) {
             b.tensor(name, {static_cast<uint64_t>(x.cols), static_cast<uint64_t>(x.rows)},
-                     values_of(x.data, static_cast<size_t>(x.rows) * x.cols), type);
+                     matrix_values(x), type);
         };
         auto vec = [&](const std::string& name, const Vector& v) {
             b.tensor(name, {static_cast<uint64_t>(v.size)}, values_of(v.data, 32));
@@ -767,8 +774,8 @@ std::vector<Seed> fuzz_seeds() {
         b.kv_strings("strings", {"x", ""});
         b.array<int16_t>("i16s", test::kGgufI16, {1, -1});
         b.array<double>("f64s", test::kGgufF64, {1.5});
-        b.tensor_raw("token_embd.weight", {256, 1}, static_cast<uint32_t>(GgmlType::Q6_K),
-                     std::vector<uint8_t>(210, 1));
+        b.tensor_raw("token_embd.weight", {256, 1}, static_cast<uint32_t>(GgmlType::Q5_K),
+                     std::vector<uint8_t>(176, 1));
         b.tensor_raw("i32", {2, 2}, static_cast<uint32_t>(GgmlType::I32),
                      std::vector<uint8_t>(16, 2));
         seeds.push_back({"metadata_all_types.gguf", b.build(), false});
@@ -862,7 +869,7 @@ TEST(ModelLoader, Stories260kLlama2cCheckpoint) {
     EXPECT_EQ(c.context_length, 512);
     EXPECT_EQ(c.head_dim, 8);
     EXPECT_EQ(m->tokenizer, nullptr);
-    EXPECT_EQ(m->weights.output.data, m->weights.token_embedding.data);  // shared classifier
+    EXPECT_EQ(m->weights.output.f32(), m->weights.token_embedding.f32());  // shared classifier
 
     const std::string bytes = test::read_file(*path);
     const std::string dir = test::temp_dir();

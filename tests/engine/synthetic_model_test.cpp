@@ -43,15 +43,47 @@ TEST(SyntheticModel, TheSmallShapesLoadAndRunOnTheCpuAndTheLargeOnesSayWhyNot) {
     ASSERT_TRUE(stats.ok()) << stats.error().message;  // finite activations all the way through
     EXPECT_EQ(ids.size(), 3u);
 
-    auto big = make_synthetic_model("synthetic:llama-3-8b");
+    // As fp32, Llama-3-8B is more than a 24 GB machine can spare; the message says how much.
+    auto big = make_synthetic_model("synthetic:llama-3-8b", 1, uint64_t{18} << 30);
     ASSERT_FALSE(big.ok());
-    EXPECT_NE(big.error().message.find("32.1 GB"), std::string::npos) << big.error().message;
+    EXPECT_NE(big.error().message.find("32.1 GB as F32"), std::string::npos) << big.error().message;
+    EXPECT_NE(big.error().message.find("synthetic:llama-3-8b:q4_0"), std::string::npos)
+        << big.error().message;
+    auto bad_type = make_synthetic_model("synthetic:llama-3-8b:q3_k");
+    ASSERT_FALSE(bad_type.ok());
+    EXPECT_NE(bad_type.error().message.find("known: f32, f16, bf16, q8_0"), std::string::npos)
+        << bad_type.error().message;
+    // Qwen2.5-0.5B's 896-wide rows are not whole 256-value K-quant blocks.
+    auto k_quant = make_synthetic_model("synthetic:qwen2.5-0.5b:q4_k");
+    ASSERT_FALSE(k_quant.ok());
+    EXPECT_NE(k_quant.error().message.find("896"), std::string::npos) << k_quant.error().message;
     auto unknown = make_synthetic_model("synthetic:gpt-5");
     ASSERT_FALSE(unknown.ok());
     EXPECT_NE(unknown.error().message.find("qwen2.5-0.5b, llama-3.2-1b"), std::string::npos)
         << unknown.error().message;
     EXPECT_FALSE(make_synthetic_model("synthetic:").ok());
     EXPECT_FALSE(make_synthetic_model("synthetic:qwen2.5-0.5b\x1b[2J").ok());
+}
+
+TEST(SyntheticModel, QuantizedWeightsStayQuantizedAndRun) {
+    auto m = make_synthetic_model("synthetic:qwen2.5-0.5b:q4_0", 7);
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    EXPECT_EQ(m->weights.layers[0].wq.type, GgmlType::Q4_0);
+    // 4.5 bits a weight: about an eighth of the fp32 size (norms and biases stay fp32).
+    EXPECT_LT(m->weights.bytes(), int64_t{494032768} * 4 / 7);
+    EXPECT_EQ(m->weights.bytes(), synthetic_shapes()[0].weight_bytes(GgmlType::Q4_0));
+    auto shared = std::make_shared<LoadedModel>(std::move(m).value());
+    EngineOptions eo;
+    eo.num_blocks = 8;
+    auto engine = Engine::create(shared, eo);
+    ASSERT_TRUE(engine.ok()) << engine.error().message;
+    GenerateRequest req;
+    req.prompt = {1, 2, 3};
+    req.max_tokens = 2;
+    std::vector<int32_t> ids;
+    auto stats = generate(**engine, req, [&](int32_t t) { ids.push_back(t); });
+    ASSERT_TRUE(stats.ok()) << stats.error().message;
+    EXPECT_EQ(ids.size(), 2u);
 }
 
 }  // namespace

@@ -1,0 +1,35 @@
+#pragma once
+// The CPU backend's matrix multiply: out = x * w^T with w in its file's type (F32, F16, BF16,
+// Q8_0, Q4_0, Q4_1, Q4_K, Q6_K), never converted ahead of time.
+//
+// Two numerics, chosen per run (--matmul):
+// - exact (the reference): weights are converted to fp32 a tile at a time and every output
+//   element is summed in dot()'s fixed order (cpu_ops.h). The result is bit for bit what an fp32
+//   copy of the dequantized weights would give, for any batch and thread count.
+// - fast: for Q8_0, Q4_0 and Q4_1 weights, each 32-value block of an activation row is
+//   quantized to 8 bits (scale max|x|/127 stored as fp16, as llama.cpp's Q8_0 activations)
+//   and blocks are multiplied in integers, then scaled and summed in fp32 in a fixed order.
+//   Still batch- and thread-invariant, not equal to exact; it is how llama.cpp multiplies these
+//   types, so its greedy tokens can be matched. Other types are multiplied exactly.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "engine/model_weights.h"
+
+namespace kvscope {
+
+class ThreadPool;
+
+enum class MatmulMode { kExact, kFast };
+
+const char* matmul_mode_name(MatmulMode mode);
+std::optional<MatmulMode> parse_matmul_mode(const std::string& name);
+
+// out[r][o] = sum_i x[r][i] * w[o][i] for r < n_rows, o < w.rows. x is [n_rows][w.cols] fp32,
+// out is [n_rows][w.rows] fp32.
+void matmul(ThreadPool& pool, const float* x, int n_rows, const Matrix& w, float* out,
+            MatmulMode mode = MatmulMode::kExact);
+
+}  // namespace kvscope

@@ -1,0 +1,113 @@
+// The matmul on weights of every type: exact mode equals dot() over the dequantized row, bit
+// for bit, for any batch and thread count; fast mode is batch- and thread-invariant and close.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "engine/cpu_matmul.h"
+#include "engine/cpu_ops.h"
+#include "engine/random_weights.h"
+#include "engine/thread_pool.h"
+
+namespace kvscope {
+namespace {
+
+constexpr GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
+                               GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q4_K, GgmlType::Q6_K};
+
+std::string name_of(GgmlType t) {
+    return std::string(ggml_type_traits(static_cast<uint32_t>(t))->name);
+}
+
+struct Case {
+    GgmlType type;
+    int rows, cols;
+    std::shared_ptr<uint8_t[]> bytes;
+    Matrix m;
+    std::vector<float> dequantized;  // [rows][cols]
+};
+
+Case make_case(GgmlType type, int rows, int cols, uint64_t seed) {
+    WeightRng rng{seed * 0x9E3779B97F4A7C15ULL + 1};
+    Case c{type, rows, cols, random_weights(type, rows, cols, 0.5f, rng), {}, {}};
+    c.m = Matrix{c.bytes.get(), type, rows, cols};
+    c.dequantized.resize(static_cast<size_t>(rows) * cols);
+    for (int r = 0; r < rows; ++r)
+        c.m.row_to_f32(r, &c.dequantized[static_cast<size_t>(r) * cols]);
+    return c;
+}
+
+std::vector<float> random_input(int n, int k, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> dist;
+    std::vector<float> x(static_cast<size_t>(n) * k);
+    for (auto& v : x)
+        v = dist(rng);
+    return x;
+}
+
+TEST(CpuMatmul, ExactEqualsDotOverTheDequantizedRowsForEveryTypeBatchAndThreadCount) {
+    for (GgmlType type : kTypes) {
+        const int block =
+            static_cast<int>(ggml_type_traits(static_cast<uint32_t>(type))->block_elements);
+        std::vector<int> widths =
+            block == 1 ? std::vector<int>{1, 7, 8, 67, 300}
+                       : std::vector<int>{block, 3 * block, 288 / block * block + block};
+        for (int k : widths) {
+            const int rows = 37;  // prime, so every tile width leaves a tail
+            Case c = make_case(type, rows, k, static_cast<uint64_t>(k));
+            std::vector<float> x = random_input(13, k, 3);
+            for (int threads : {1, 2, 3}) {
+                ThreadPool pool(threads);
+                for (int n = 1; n <= 13; ++n) {  // two tiles of rows and every remainder
+                    std::vector<float> out(static_cast<size_t>(n) * rows);
+                    matmul(pool, x.data(), n, c.m, out.data());
+                    for (int r = 0; r < n; ++r)
+                        for (int o = 0; o < rows; ++o) {
+                            float want = dot(&c.dequantized[static_cast<size_t>(o) * k],
+                                             &x[static_cast<size_t>(r) * k], k);
+                            float got = out[static_cast<size_t>(r) * rows + o];
+                            ASSERT_EQ(std::memcmp(&want, &got, sizeof(float)), 0)
+                                << name_of(type) << " k=" << k << " n=" << n
+                                << " threads=" << threads << " r=" << r << " o=" << o;
+                        }
+                }
+            }
+        }
+    }
+}
+
+TEST(CpuMatmul, FastIsBatchAndThreadInvariantAndCloseToExact) {
+    for (GgmlType type : kTypes) {
+        const int k = 512, rows = 29;
+        Case c = make_case(type, rows, k, 11);
+        std::vector<float> x = random_input(9, k, 5);
+        ThreadPool one(1);
+        std::vector<float> exact(static_cast<size_t>(9) * rows), alone(exact.size());
+        matmul(one, x.data(), 9, c.m, exact.data(), MatmulMode::kExact);
+        // Each row by itself, one thread: the reference for every batched run.
+        for (int r = 0; r < 9; ++r)
+            matmul(one, &x[static_cast<size_t>(r) * k], 1, c.m,
+                   &alone[static_cast<size_t>(r) * rows], MatmulMode::kFast);
+        for (int threads : {1, 3}) {
+            ThreadPool pool(threads);
+            std::vector<float> batched(exact.size());
+            matmul(pool, x.data(), 9, c.m, batched.data(), MatmulMode::kFast);
+            ASSERT_EQ(std::memcmp(batched.data(), alone.data(), sizeof(float) * alone.size()), 0)
+                << name_of(type) << " threads=" << threads;
+        }
+        // 8-bit activations: within a few percent of the row's scale.
+        double worst = 0, scale = 0;
+        for (size_t i = 0; i < exact.size(); ++i) {
+            worst = std::max(worst, static_cast<double>(std::fabs(alone[i] - exact[i])));
+            scale = std::max(scale, static_cast<double>(std::fabs(exact[i])));
+        }
+        EXPECT_LT(worst, 0.02 * scale) << name_of(type);
+    }
+}
+
+}  // namespace
+}  // namespace kvscope
