@@ -1,5 +1,6 @@
 // `kvscope bench memory`: this machine's memory bandwidth, the limit every step's achieved
-// bandwidth is drawn against (and kept in the cache recordings read it from).
+// bandwidth is drawn against (and kept in the cache recordings read it from). `bench cpu` is in
+// cmd_bench_cpu.cpp.
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -44,7 +45,7 @@ int run_bench_memory(const BenchMemoryOptions& o) {
 }
 }  // namespace
 
-Command register_bench(CLI::App& cli) {
+std::vector<Command> register_bench(CLI::App& cli) {
     CLI::App* bench = cli.add_subcommand("bench", "Measure this machine");
     bench->require_subcommand(1);
     auto o = std::make_shared<BenchMemoryOptions>();
@@ -64,7 +65,7 @@ Command register_bench(CLI::App& cli) {
         ->check(CLI::Range(1, 100))
         ->capture_default_str();
     mem->add_flag("--json", o->json, "One JSON object");
-    return {mem, [o] { return run_bench_memory(*o); }};
+    return {{mem, [o] { return run_bench_memory(*o); }}, register_bench_cpu(*bench)};
 }
 
 }  // namespace kvscope::app

@@ -9,6 +9,7 @@
 
 #include "app/commands.h"
 #include "app/data_paths.h"
+#include "app/matmul_flag.h"
 #include "app/progress_line.h"
 #include "app/text_file.h"
 #include "base/terminal_text.h"
@@ -31,6 +32,7 @@ struct EvalOptions {
     std::string layer_budget = "uniform";
     bool compact = false;
     int32_t threads = 0;
+    MatmulMode matmul = MatmulMode::kExact;
     bool json = false;
 };
 
@@ -92,6 +94,7 @@ int run_eval(const EvalOptions& o) {
     std::vector<int32_t> tokens = model->tokenizer->encode(*text, true);
     EngineOptions eo;
     eo.threads = o.threads;
+    eo.matmul = o.matmul;
     eo.num_blocks = eval_blocks_needed(o.settings, eo.block_size);
     ProgressLine progress;
     for (size_t i = 0; i < rows->size(); ++i) {
@@ -184,6 +187,7 @@ Command register_eval(CLI::App& cli) {
     sub->add_option("--threads", o->threads, "Worker threads (0 = all cores)")
         ->check(CLI::Range(0, 1024))
         ->capture_default_str();
+    add_matmul_flag(*sub, o->matmul);
     sub->add_flag("--json", o->json, "One JSON array, a row per setting");
     return {sub, [o] { return resolve_model(o->model) ? 1 : run_eval(*o); }};
 }

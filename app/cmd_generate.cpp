@@ -7,6 +7,7 @@
 #include "app/context_size.h"
 #include "app/data_paths.h"
 #include "app/eviction_flags.h"
+#include "app/matmul_flag.h"
 #include "app/prompt_tokens.h"
 #include "app/recording.h"
 #include "base/terminal_text.h"
@@ -30,6 +31,7 @@ struct GenerateOptions {
     int32_t block_size = 16;
     int32_t ctx_size = 0;
     int32_t threads = 0;
+    MatmulMode matmul = MatmulMode::kExact;
     std::string record;
     bool force = false;
     std::string capture_attention;
@@ -49,6 +51,7 @@ int run_generate(const GenerateOptions& o) {
     EngineOptions eo;
     eo.block_size = o.block_size;
     eo.threads = o.threads;
+    eo.matmul = o.matmul;
     eo.kv_dtype = *o.eviction.dtype();  // checked before the model was loaded
     auto engine = Engine::create(model, eo);
     if (!engine) return fail(engine.error().message);
@@ -135,6 +138,7 @@ Command register_generate(CLI::App& cli) {
     sub->add_option("--threads", o->threads, "Worker threads (0 = all cores)")
         ->check(CLI::Range(0, 1024))
         ->capture_default_str();
+    add_matmul_flag(*sub, o->matmul);
     sub->add_option("--record", o->record, "Record the run to a session file (.kvs)");
     add_force_flag(*sub, o->force);
     sub->add_option("--capture-attention", o->capture_attention,

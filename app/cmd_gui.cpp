@@ -115,7 +115,8 @@ int run_gui(GuiOptions& o) {
     s.record = o.record;
     s.record_path = o.record_path;
     s.record_force = o.window.force;
-    auto live = LiveController::create(model, std::move(requests), name, s, o.serving.threads);
+    auto live =
+        LiveController::create(model, std::move(requests), name, s, o.serving.engine_options());
     if (!live) {
         o.window.startup_error = live.error().message;
         return ui::run_window(o.window);

@@ -6,6 +6,7 @@
 
 #include "app/commands.h"
 #include "app/data_paths.h"
+#include "app/matmul_flag.h"
 #include "app/progress_line.h"
 #include "app/text_file.h"
 #include "engine/model_loader.h"
@@ -19,6 +20,7 @@ struct PerplexityOptions {
     std::string file;
     int32_t ctx = 512;
     int32_t threads = 0;
+    MatmulMode matmul = MatmulMode::kExact;
 };
 
 int run_perplexity(const PerplexityOptions& o) {
@@ -33,6 +35,7 @@ int run_perplexity(const PerplexityOptions& o) {
         tokens.insert(tokens.begin(), model->config.bos_token);
     EngineOptions eo;
     eo.threads = o.threads;
+    eo.matmul = o.matmul;
     eo.block_size = 16;
     eo.num_blocks = (o.ctx + eo.block_size - 1) / eo.block_size;
     auto engine = Engine::create(model, eo);
@@ -69,6 +72,7 @@ Command register_perplexity(CLI::App& cli) {
         ->capture_default_str();
     sub->add_option("--threads", o->threads, "Worker threads (0 = all cores)")
         ->check(CLI::Range(0, 1024));
+    add_matmul_flag(*sub, o->matmul);
     return {sub, [o] { return resolve_model(o->model) ? 1 : run_perplexity(*o); }};
 }
 

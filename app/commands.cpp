@@ -45,11 +45,12 @@ int run_cli(int argc, char** argv) {
     cli.set_version_flag("--version", std::string("kvscope ") + kVersion +
                                           "\nbuild: " + kBuildType + ", " + kBuildCompiler +
                                           "\nbackends: " + kBuildBackends);
-    std::vector<Command> commands = {register_generate(cli), register_run(cli),
-                                     register_workload(cli), register_inspect(cli),
-                                     register_check(cli),    register_export(cli),
-                                     register_tokenize(cli), register_perplexity(cli),
-                                     register_eval(cli),     register_bench(cli)};
+    std::vector<Command> commands = {
+        register_generate(cli), register_run(cli),        register_workload(cli),
+        register_inspect(cli),  register_check(cli),      register_export(cli),
+        register_tokenize(cli), register_perplexity(cli), register_eval(cli)};
+    for (Command& c : register_bench(cli))
+        commands.push_back(std::move(c));
 #ifdef KVSCOPE_HAVE_GUI
     GuiCommands gui = register_gui(cli);
     commands.insert(commands.end(), gui.commands.begin(), gui.commands.end());

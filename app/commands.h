@@ -28,7 +28,9 @@ Command register_export(CLI::App& cli);
 Command register_tokenize(CLI::App& cli);
 Command register_perplexity(CLI::App& cli);
 Command register_eval(CLI::App& cli);
-Command register_bench(CLI::App& cli);
+// `bench` and its subcommands (memory, cpu).
+std::vector<Command> register_bench(CLI::App& cli);
+Command register_bench_cpu(CLI::App& bench);
 // Hidden: prints the README's table of commands from `cli`'s own definition.
 Command register_commands_table(CLI::App& cli);
 std::string commands_table(const CLI::App& cli);

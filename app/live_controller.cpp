@@ -26,13 +26,13 @@ EvictionFlags eviction_flags(const LiveSettings& s) {
 
 Result<std::unique_ptr<LiveController>> LiveController::create(
     std::shared_ptr<const LoadedModel> model, std::vector<Request> workload,
-    std::string workload_name, const LiveSettings& settings, int threads) {
+    std::string workload_name, const LiveSettings& settings, const EngineOptions& base) {
     std::unique_ptr<LiveController> c(new LiveController());
     c->model_ = std::move(model);
     c->workload_ = std::move(workload);
     c->workload_name_ = std::move(workload_name);
     c->settings_ = settings;
-    c->threads_ = threads;
+    c->base_ = base;
     if (Status s = c->start(); !s) return s.error();
     return c;
 }
@@ -59,7 +59,8 @@ Status LiveController::start() {
     EngineOptions eo;
     eo.block_size = settings_.block_size;
     eo.num_blocks = settings_.num_blocks;
-    eo.threads = threads_;
+    eo.threads = base_.threads;
+    eo.matmul = base_.matmul;
     auto dtype = storing.dtype();
     if (!dtype) return dtype.error();
     eo.kv_dtype = *dtype;

@@ -26,7 +26,7 @@ class LiveController : public Controller {
                                                           std::vector<Request> workload,
                                                           std::string workload_name,
                                                           const LiveSettings& settings,
-                                                          int threads);
+                                                          const EngineOptions& base);
     ~LiveController() override;
 
     int step(int n) override;
@@ -49,7 +49,7 @@ class LiveController : public Controller {
     std::vector<Request> workload_;
     std::string workload_name_;
     LiveSettings settings_;
-    int threads_ = 0;
+    EngineOptions base_;  // threads and matmul from the command line
     std::string session_path_;
     std::unique_ptr<Engine> engine_;
     std::unique_ptr<Scheduler> scheduler_;

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/context_size.h"
+#include "app/matmul_flag.h"
 #include "engine/attention_spec.h"
 
 namespace kvscope::app {
@@ -12,6 +13,7 @@ EngineOptions ServingFlags::engine_options() const {
     e.num_blocks = num_blocks;
     e.block_size = block_size;
     e.threads = threads;
+    e.matmul = matmul;
     if (auto d = eviction.dtype(); d) e.kv_dtype = *d;  // checked with the other flags first
     return e;
 }
@@ -46,7 +48,8 @@ std::string ServingFlags::to_json() const {
                         {"prefix_cache", prefix_cache},
                         {"preempt", preempt},
                         {"swap_blocks", swap_blocks},
-                        {"ctx_size", ctx_size}};
+                        {"ctx_size", ctx_size},
+                        {"matmul", matmul_mode_name(matmul)}};
     j.update(nlohmann::json::parse(eviction.to_json()));
     return j.dump();
 }
@@ -84,6 +87,7 @@ void add_serving_flags(CLI::App& sub, ServingFlags& f) {
     sub.add_option("--threads", f.threads, "Worker threads (0 = all cores)")
         ->check(CLI::Range(0, 1024))
         ->capture_default_str();
+    add_matmul_flag(sub, f.matmul);
     add_eviction_flags(sub, f.eviction);
 }
 

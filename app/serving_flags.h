@@ -21,6 +21,7 @@ struct ServingFlags {
     std::string preempt = "recompute";
     int32_t swap_blocks = 0;
     int32_t threads = 0;
+    MatmulMode matmul = MatmulMode::kExact;
     int32_t ctx_size = 0;  // context_size.h
     std::string capture_attention = "none";
     EvictionFlags eviction;

@@ -6,11 +6,13 @@
 // - exact (the reference): weights are converted to fp32 a tile at a time and every output
 //   element is summed in dot()'s fixed order (cpu_ops.h). The result is bit for bit what an fp32
 //   copy of the dequantized weights would give, for any batch and thread count.
-// - fast: for Q8_0, Q4_0 and Q4_1 weights, each 32-value block of an activation row is
+// - fast: for Q8_0 and Q4_0 weights, each 32-value block of an activation row is
 //   quantized to 8 bits (scale max|x|/127 stored as fp16, as llama.cpp's Q8_0 activations)
-//   and blocks are multiplied in integers, then scaled and summed in fp32 in a fixed order.
-//   Still batch- and thread-invariant, not equal to exact; it is how llama.cpp multiplies these
-//   types, so its greedy tokens can be matched. Other types are multiplied exactly.
+//   and blocks are multiplied in integers (eight int32 lanes of four products each), then
+//   scaled by d_w * d_x into eight fp32 lanes (fused multiply-add where the CPU has it) and
+//   folded as llama.cpp folds them. Still batch- and thread-invariant, not equal to exact: it is
+//   how llama.cpp's x86 kernels multiply these types, so its greedy tokens can be matched, and it
+//   does a quarter of exact's instructions per weight. Other types are multiplied exactly.
 
 #include <cstdint>
 #include <optional>

@@ -62,6 +62,8 @@ Engine::Engine(std::shared_ptr<const LoadedModel> model, const EngineOptions& op
       pool_(options_.threads),
       kv_(model_->config, options_.block_size, options_.num_blocks, options_.kv_dtype),
       blocks_(options_.num_blocks, options_.block_size, &kv_, &reporter_),
-      forward_(model_->config, model_->weights, kv_, pool_) {}
+      forward_(model_->config, model_->weights, kv_, pool_) {
+    forward_.set_matmul_mode(options.matmul);
+}
 
 }  // namespace kvscope

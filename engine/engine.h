@@ -22,6 +22,7 @@ struct EngineOptions {
     int32_t num_blocks = 0;            // 0: enough for one sequence of the model's full context
     int32_t threads = 0;               // 0: one per hardware thread
     KvDtype kv_dtype = KvDtype::kF32;  // how K and V are stored (kv_cache.h)
+    MatmulMode matmul = MatmulMode::kExact;  // how projections multiply (cpu_matmul.h)
 };
 
 class Engine {

@@ -82,7 +82,7 @@ TEST(CpuMatmul, ExactEqualsDotOverTheDequantizedRowsForEveryTypeBatchAndThreadCo
 
 TEST(CpuMatmul, FastIsBatchAndThreadInvariantAndCloseToExact) {
     for (GgmlType type : kTypes) {
-        const int k = 512, rows = 29;
+        const int k = 512, rows = 97;  // enough work for the pool to split it
         Case c = make_case(type, rows, k, 11);
         std::vector<float> x = random_input(9, k, 5);
         ThreadPool one(1);
