@@ -1,5 +1,8 @@
 #include "random_model.h"
 
+#include "engine/random_weights.h"
+
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -61,6 +64,25 @@ std::shared_ptr<LoadedModel> make_random_model(const ModelConfig& config, uint64
     w.output_norm = norm(c.dim);
     w.output = matrix(c.vocab_size, c.dim);
     return model;
+}
+
+std::shared_ptr<LoadedModel> with_weight_type(const LoadedModel& model, GgmlType type,
+                                              uint64_t seed) {
+    auto out = std::make_shared<LoadedModel>(model);
+    WeightRng rng{seed * 0x9E3779B97F4A7C15ULL + 7};
+    auto& w = out->weights;
+    auto remake = [&](Matrix& m) {
+        auto buf =
+            random_weights(type, m.rows, m.cols, std::sqrt(3.0f / static_cast<float>(m.cols)), rng);
+        w.owners.push_back(buf);
+        m = Matrix{buf.get(), type, m.rows, m.cols};
+    };
+    remake(w.token_embedding);
+    for (LayerWeights& l : w.layers)
+        for (Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+            remake(*m);
+    remake(w.output);
+    return out;
 }
 
 }  // namespace kvscope::test

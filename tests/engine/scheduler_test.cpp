@@ -44,11 +44,13 @@ struct RunResult {
 };
 
 RunResult serve(std::shared_ptr<LoadedModel> model, const std::vector<Request>& requests,
-                int32_t num_blocks, int32_t block_size, ServingOptions options) {
+                int32_t num_blocks, int32_t block_size, ServingOptions options, int threads = 2,
+                MatmulMode matmul = MatmulMode::kExact) {
     EngineOptions eo;
     eo.block_size = block_size;
     eo.num_blocks = num_blocks;
-    eo.threads = 2;
+    eo.threads = threads;
+    eo.matmul = matmul;
     auto engine = Engine::create(model, eo);
     EXPECT_TRUE(engine.ok());
     Scheduler s(**engine, options, requests);
@@ -111,6 +113,35 @@ TEST(Scheduler, OutputsDoNotDependOnScheduling) {
             EXPECT_GT(res.summary.preemptions, 0) << v.name << ": pool never ran out";
         }
         EXPECT_GT(res.summary.max_running, 1) << v.name;
+    }
+}
+
+// Weights kept in each type a file may hold, both numerics: a request's tokens are the same
+// alone on one thread as batched with others on three.
+TEST(Scheduler, OutputsDoNotDependOnSchedulingOrThreadsForEveryWeightType) {
+    ModelConfig c = test::small_test_config();
+    auto requests = random_workload(12, c.vocab_size, 7, /*sampled=*/false);
+    ServingOptions batched;
+    batched.max_batch_tokens = 2048;
+    for (GgmlType type :
+         {GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1}) {
+        auto model = test::with_weight_type(*test::make_random_model(c, 5), type, 9);
+        for (MatmulMode mode : {MatmulMode::kExact, MatmulMode::kFast}) {
+            std::map<std::string, std::vector<int32_t>> alone;
+            for (const Request& r : requests) {
+                Request solo = r;
+                solo.arrival_step = 0;
+                auto res = serve(model, {solo}, 64, 16, {}, 1, mode);
+                for (auto& [k, v] : res.summary.outputs)
+                    alone[k] = v;
+            }
+            auto res = serve(model, requests, 400, 8, batched, 3, mode);
+            const std::string what =
+                std::to_string(static_cast<int>(type)) + " " + matmul_mode_name(mode);
+            EXPECT_EQ(res.invariant_error, "") << what;
+            EXPECT_EQ(res.summary.outputs, alone) << what;
+            EXPECT_GT(res.summary.max_running, 1) << what;
+        }
     }
 }
 
