@@ -56,11 +56,9 @@ Status LiveController::start() {
         std::filesystem::remove(session_path_, ec);
     }
     EvictionFlags storing = eviction_flags(settings_);
-    EngineOptions eo;
+    EngineOptions eo = base_;  // threads and matmul from the command line; the rest live
     eo.block_size = settings_.block_size;
     eo.num_blocks = settings_.num_blocks;
-    eo.threads = base_.threads;
-    eo.matmul = base_.matmul;
     auto dtype = storing.dtype();
     if (!dtype) return dtype.error();
     eo.kv_dtype = *dtype;

@@ -64,6 +64,40 @@ void over_weight_tiles(int64_t begin, int64_t end, Fn&& tile) {
         tile.template operator()<1>(o);
 }
 
+// One step of a tile: R input vectors at `i` against W weight vectors, into R*W accumulators.
+template <int R, int W>
+[[gnu::always_inline]] inline void multiply_step(Lanes (&acc)[R][W], const Lanes (&vw)[W],
+                                                 const float* const (&xr)[R], int i) {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+        Lanes vx = load_lanes(xr[r] + i);
+#pragma GCC unroll 8
+        for (int j = 0; j < W; ++j)
+            acc[r][j] = mul_add(acc[r][j], vw[j], vx);
+    }
+}
+
+// A tile's results: each accumulator folded by the fixed tree, then the row's last k % 8 values
+// added one by one (tail_w[j] holds weight row j's, as fp32; xr[r] + k8 the input's).
+template <int R, int W>
+[[gnu::always_inline]] inline void write_tile(const Lanes (&acc)[R][W],
+                                              const float* const (&tail_w)[W],
+                                              const float* const (&xr)[R], int k, int64_t n_out,
+                                              int64_t o, float* out) {
+    const int k8 = k / 8 * 8;
+    for (int r = 0; r < R; ++r) {
+        float sums[W];
+        if constexpr (W == 4) {
+            fold_lanes4(acc[r], sums);
+        } else {
+            for (int j = 0; j < W; ++j)
+                sums[j] = fold_lanes(acc[r][j]);
+        }
+        for (int j = 0; j < W; ++j)
+            out[r * n_out + o + j] = add_tail(sums[j], tail_w[j], xr[r] + k8, 0, k - k8);
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // [SECTION] Exact
 // ---------------------------------------------------------------------------------------------
@@ -125,29 +159,14 @@ template <int R, int W>
 #pragma GCC unroll 8
             for (int j = 0; j < W; ++j)
                 vw[j] = load_lanes(wr[j] + (i - c0));
-#pragma GCC unroll 8
-            for (int r = 0; r < R; ++r) {
-                Lanes vx = load_lanes(xr[r] + i);
-#pragma GCC unroll 8
-                for (int j = 0; j < W; ++j)
-                    acc[r][j] = mul_add(acc[r][j], vw[j], vx);
-            }
+            multiply_step<R, W>(acc, vw, xr, i);
         }
         if (c1 == k) break;  // c0 stays at the last chunk, which holds the tail
     }
-    const int tail = k - k8;
-    for (int r = 0; r < R; ++r) {
-        float sums[W];
-        if constexpr (W == 4) {
-            const float* const none[4] = {};
-            reduce_lanes4(acc[r], none, none, k, k, sums);
-        } else {
-            for (int j = 0; j < W; ++j)
-                sums[j] = reduce_lanes(acc[r][j], nullptr, nullptr, k, k);
-        }
-        for (int j = 0; j < W; ++j)
-            out[r * n_out + o + j] = add_tail(sums[j], wr[j] + (k8 - c0), xr[r] + k8, 0, tail);
-    }
+    const float* tail_w[W];
+    for (int j = 0; j < W; ++j)
+        tail_w[j] = wr[j] + (k8 - c0);
+    write_tile<R, W>(acc, tail_w, xr, k, n_out, o, out);
 }
 
 float half_at(const uint8_t* p) {
@@ -249,35 +268,20 @@ template <class F, int R, int W>
 #pragma GCC unroll 8
             for (int j = 0; j < W; ++j)
                 vw[j] = F::load(wr[j] + g * F::kBytes, s, sc[j]);
-            const int i = g * F::kBlock + 8 * s;
-#pragma GCC unroll 8
-            for (int r = 0; r < R; ++r) {
-                Lanes vx = load_lanes(xr[r] + i);
-#pragma GCC unroll 8
-                for (int j = 0; j < W; ++j)
-                    acc[r][j] = mul_add(acc[r][j], vw[j], vx);
-            }
+            multiply_step<R, W>(acc, vw, xr, g * F::kBlock + 8 * s);
         }
     }
     // F16/BF16 rows may end in fewer than 8 values: converted one by one, added after the tree.
     const int tail = k - k8;
     float tails[W][8];
-    for (int j = 0; j < W && tail > 0; ++j)
-        dequantize_to_f32(w.type, wr[j] + static_cast<int64_t>(k8) * 2, tails[j],
-                          static_cast<size_t>(tail));
-    for (int r = 0; r < R; ++r) {
-        float sums[W];
-        if constexpr (W == 4) {
-            const float* const none[4] = {};
-            reduce_lanes4(acc[r], none, none, k, k, sums);
-        } else {
-            for (int j = 0; j < W; ++j)
-                sums[j] = reduce_lanes(acc[r][j], nullptr, nullptr, k, k);
-        }
-        for (int j = 0; j < W; ++j)
-            out[r * n_out + o + j] =
-                tail > 0 ? add_tail(sums[j], tails[j], xr[r] + k8, 0, tail) : sums[j];
+    const float* tail_w[W];
+    for (int j = 0; j < W; ++j) {
+        if (tail > 0)
+            dequantize_to_f32(w.type, wr[j] + static_cast<int64_t>(k8) * 2, tails[j],
+                              static_cast<size_t>(tail));
+        tail_w[j] = tails[j];
     }
+    write_tile<R, W>(acc, tail_w, xr, k, n_out, o, out);
 }
 template <int R, int W>
 void typed_register_tile(const float* x, const Matrix& w, int64_t o, float* out) {
@@ -305,17 +309,18 @@ void typed_register_tile(const float*, const Matrix&, int64_t, float*) {}
 void matmul_exact(ThreadPool& pool, const float* x, int n_rows, const Matrix& w, float* out) {
     const int64_t cost = static_cast<int64_t>(n_rows) * w.rows * w.cols;
     const int k = w.cols;
+    const bool registers = in_registers(w.type);
+    const WeightReader rd(w);
     pool.parallel_for(w.rows, cost, [&](int64_t begin, int64_t end) {
+        alignas(64) float scratch[kTileWeights * kChunk];
         over_row_tiles(n_rows, [&]<int R>(int r) {
             const float* xs = x + static_cast<int64_t>(r) * k;
             float* os = out + static_cast<int64_t>(r) * w.rows;
-            if (in_registers(w.type)) {
+            if (registers) {
                 over_weight_tiles<R>(
                     begin, end, [&]<int W>(int64_t o) { typed_register_tile<R, W>(xs, w, o, os); });
                 return;
             }
-            const WeightReader rd(w);
-            alignas(64) float scratch[kTileWeights * kChunk];
             over_weight_tiles<R>(
                 begin, end, [&]<int W>(int64_t o) { exact_tile<R, W>(xs, rd, o, os, scratch); });
         });

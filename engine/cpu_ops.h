@@ -35,9 +35,12 @@ inline float add_tail(float sum, const float* x, const float* y, int tail_begin,
         sum += x[i] * y[i];
     return sum;
 }
+// The lanes' fixed tree: pairs, then pairs of pairs.
+inline float fold_lanes(Lanes a) {
+    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
 inline float reduce_lanes(Lanes a, const float* x, const float* y, int tail_begin, int n) {
-    float sum = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-    return add_tail(sum, x, y, tail_begin, n);
+    return add_tail(fold_lanes(a), x, y, tail_begin, n);
 }
 
 // Every dot product in the engine, whichever path computes it, sums in exactly this order:
@@ -51,22 +54,21 @@ inline float dot(const float* a, const float* b, int n) {
         acc = mul_add(acc, load_lanes(a + i), load_lanes(b + i));
     return reduce_lanes(acc, a, b, i, n);
 }
-// reduce_lanes of four accumulators at once, tails included (x[j] and y[j] are accumulator j's
-// operands). With AVX, three horizontal adds form (a0+a1), (a2+a3)... then their pairs, then low
-// half + high half for all four: the same tree as reduce_lanes, so the same bits, at a fraction
-// of the instructions (they are a large share of decode's one-row matmuls).
-inline void reduce_lanes4(const Lanes acc[4], const float* const x[4], const float* const y[4],
-                          int tail_begin, int n, float out[4]) {
+// fold_lanes of four accumulators at once. With AVX, three horizontal adds form (a0+a1),
+// (a2+a3)... then their pairs, then low half + high half for all four: the same tree as
+// fold_lanes, so the same bits, at a fraction of the instructions (they are a large share of
+// the matmul's epilogue).
+inline void fold_lanes4(const Lanes acc[4], float out[4]) {
 #if defined(__AVX__)
     __m256 ab = _mm256_hadd_ps((__m256)acc[0], (__m256)acc[1]);
     __m256 cd = _mm256_hadd_ps((__m256)acc[2], (__m256)acc[3]);
     __m256 abcd = _mm256_hadd_ps(ab, cd);
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
     for (int j = 0; j < 4; ++j)
-        out[j] = add_tail(s[j], x[j], y[j], tail_begin, n);
+        out[j] = s[j];
 #else
     for (int j = 0; j < 4; ++j)
-        out[j] = reduce_lanes(acc[j], x[j], y[j], tail_begin, n);
+        out[j] = fold_lanes(acc[j]);
 #endif
 }
 // out = weight * x / sqrt(mean(x^2) + eps), over n values.

@@ -53,19 +53,16 @@ struct WeightLoader {
     }
     // fp32 values: aligned F32 in place; other types (or F32 that a small general.alignment
     // left misaligned for float loads) as an owned fp32 copy.
-    Result<const float*> fp32(const std::string& name, const std::vector<uint64_t>& want_dims) {
-        auto t = find(name, want_dims);
-        if (!t) return t.error();
-        const uint8_t* src = file->data(*t.value());
-        const uint64_t n = t.value()->num_elements();
-        if (t.value()->type == GgmlType::F32 &&
-            reinterpret_cast<uintptr_t>(src) % alignof(float) == 0)
+    Result<const float*> fp32(const GgufTensorInfo& t) {
+        const uint8_t* src = file->data(t);
+        const uint64_t n = t.num_elements();
+        if (t.type == GgmlType::F32 && reinterpret_cast<uintptr_t>(src) % alignof(float) == 0)
             return reinterpret_cast<const float*>(src);
         std::shared_ptr<float[]> buf(new (std::nothrow) float[n]);
         if (!buf)
-            return Error{file->path() + ": out of memory converting tensor '" + name + "' (" +
+            return Error{file->path() + ": out of memory converting tensor '" + t.name + "' (" +
                          std::to_string(n) + " values) to fp32"};
-        dequantize_to_f32(t.value()->type, src, buf.get(), n);
+        dequantize_to_f32(t.type, src, buf.get(), n);
         w.owners.push_back(buf);
         return static_cast<const float*>(buf.get());
     }
@@ -73,11 +70,10 @@ struct WeightLoader {
     // It stays in the file's type, in the mapping (the matmul converts in registers); only
     // F32 that is misaligned for float loads is copied.
     Status matrix(Matrix& m, const std::string& name, int rows, int cols) {
-        const std::vector<uint64_t> dims{static_cast<uint64_t>(cols), static_cast<uint64_t>(rows)};
-        auto t = find(name, dims);
+        auto t = find(name, {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows)});
         if (!t) return t.error();
         if (t.value()->type == GgmlType::F32) {
-            auto p = fp32(name, dims);
+            auto p = fp32(*t.value());
             if (!p) return p.error();
             m = Matrix{p.value(), rows, cols};
         } else {
@@ -86,7 +82,9 @@ struct WeightLoader {
         return {};
     }
     Status vector(Vector& v, const std::string& name, int n) {
-        auto p = fp32(name, {static_cast<uint64_t>(n)});
+        auto t = find(name, {static_cast<uint64_t>(n)});
+        if (!t) return t.error();
+        auto p = fp32(*t.value());
         if (!p) return p.error();
         v = Vector{p.value(), n};
         return {};

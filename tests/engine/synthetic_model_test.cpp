@@ -10,6 +10,22 @@
 namespace kvscope {
 namespace {
 
+// `tokens` tokens after a 3-token prompt, every activation finite on the way.
+void expect_generates(LoadedModel model, int tokens) {
+    auto shared = std::make_shared<LoadedModel>(std::move(model));
+    EngineOptions eo;
+    eo.num_blocks = 8;
+    auto engine = Engine::create(shared, eo);
+    ASSERT_TRUE(engine.ok()) << engine.error().message;
+    GenerateRequest req;
+    req.prompt = {1, 2, 3};
+    req.max_tokens = tokens;
+    std::vector<int32_t> ids;
+    auto stats = generate(**engine, req, [&](int32_t t) { ids.push_back(t); });
+    ASSERT_TRUE(stats.ok()) << stats.error().message;
+    EXPECT_EQ(ids.size(), static_cast<size_t>(tokens));
+}
+
 TEST(SyntheticModel, ShapesHaveTheirPublishedParameterCounts) {
     std::map<std::string, int64_t> published = {
         {"qwen2.5-0.5b", 494032768},   // Qwen2.5-0.5B: 0.49 B, tied embeddings, QKV bias
@@ -30,18 +46,7 @@ TEST(SyntheticModel, TheSmallShapesLoadAndRunOnTheCpuAndTheLargeOnesSayWhyNot) {
     EXPECT_EQ(m->config.group_size(), 7);
     EXPECT_EQ(m->weights.output.data, m->weights.token_embedding.data);  // tied
     EXPECT_EQ(m->tokenizer, nullptr);
-    auto shared = std::make_shared<LoadedModel>(std::move(m).value());
-    EngineOptions eo;
-    eo.num_blocks = 8;
-    auto engine = Engine::create(shared, eo);
-    ASSERT_TRUE(engine.ok()) << engine.error().message;
-    GenerateRequest req;
-    req.prompt = {1, 2, 3};
-    req.max_tokens = 3;
-    std::vector<int32_t> ids;
-    auto stats = generate(**engine, req, [&](int32_t t) { ids.push_back(t); });
-    ASSERT_TRUE(stats.ok()) << stats.error().message;  // finite activations all the way through
-    EXPECT_EQ(ids.size(), 3u);
+    expect_generates(std::move(m).value(), 3);
 
     // As fp32, Llama-3-8B is more than a 24 GB machine can spare; the message says how much.
     auto big = make_synthetic_model("synthetic:llama-3-8b", 1, uint64_t{18} << 30);
@@ -72,18 +77,7 @@ TEST(SyntheticModel, QuantizedWeightsStayQuantizedAndRun) {
     // 4.5 bits a weight: about an eighth of the fp32 size (norms and biases stay fp32).
     EXPECT_LT(m->weights.bytes(), int64_t{494032768} * 4 / 7);
     EXPECT_EQ(m->weights.bytes(), synthetic_shapes()[0].weight_bytes(GgmlType::Q4_0));
-    auto shared = std::make_shared<LoadedModel>(std::move(m).value());
-    EngineOptions eo;
-    eo.num_blocks = 8;
-    auto engine = Engine::create(shared, eo);
-    ASSERT_TRUE(engine.ok()) << engine.error().message;
-    GenerateRequest req;
-    req.prompt = {1, 2, 3};
-    req.max_tokens = 2;
-    std::vector<int32_t> ids;
-    auto stats = generate(**engine, req, [&](int32_t t) { ids.push_back(t); });
-    ASSERT_TRUE(stats.ok()) << stats.error().message;
-    EXPECT_EQ(ids.size(), 2u);
+    expect_generates(std::move(m).value(), 2);
 }
 
 }  // namespace
