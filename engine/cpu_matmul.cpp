@@ -428,7 +428,7 @@ template <GgmlType T, int R, int W>
         int8_t qw[W][32];
         for (int j = 0; j < W; ++j) {
             const uint8_t* blk = wr[j] + b * kBytes;
-            dw[j] = fp16_to_f32(static_cast<uint16_t>(blk[0] | blk[1] << 8));
+            dw[j] = half_at(blk);
             weight_codes<T>(blk, qw[j]);
         }
         for (int r = 0; r < R; ++r) {
