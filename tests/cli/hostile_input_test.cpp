@@ -393,5 +393,38 @@ TEST(Hostile, BenchMemoryTakesOnlySaneSettings) {
     }
 }
 
+// bench cpu on the bundled model: a real run in JSON, then every bad setting refused in one
+// line (usage: 2; a test longer than the model's context: 1), before any model is loaded.
+TEST(Hostile, BenchCpuRunsItsTestsAndRefusesBadOnes) {
+    auto ok = kvscope({"bench", "cpu", "--tests", "pp16,tg4", "--reps", "1", "--threads", "1",
+                       "--matmul", "fast", "--json"});
+    ASSERT_EQ(ok.exit_code, 0) << ok.err;
+    auto j = nlohmann::json::parse(ok.out);
+    EXPECT_EQ(j["matmul"].get<std::string>(), "fast");
+    EXPECT_GT(j["peak_rss_bytes"].get<int64_t>(), j["weight_bytes"].get<int64_t>() / 2);
+    ASSERT_EQ(j["results"].size(), 2u);
+    EXPECT_EQ(j["results"][0]["test"].get<std::string>(), "pp16");
+    for (const auto& r : j["results"])
+        EXPECT_GT(r["tokens_per_second"].get<double>(), 0.0);
+    // Test names are kvscope's to read: one line naming the test.
+    for (std::string bad : {"xx", "pp0", "pp1234567", "tg12a", "pp-5"}) {
+        auto r = kvscope({"bench", "cpu", "--tests", "pp16," + bad});
+        EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.err;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+        EXPECT_NE(r.err.find("'" + bad + "' is not a test"), std::string::npos) << r.err;
+    }
+    // Flags CLI11 checks: its message and status 2.
+    for (std::vector<std::string> bad :
+         {std::vector<std::string>{"--matmul", "slow"}, {"--reps", "0"}, {"--threads", "-1"}}) {
+        std::vector<std::string> args = {"bench", "cpu"};
+        args.insert(args.end(), bad.begin(), bad.end());
+        auto r = kvscope(args);
+        EXPECT_EQ(r.exit_code, 2) << bad.back() << ": " << r.err;
+    }
+    auto too_long = kvscope({"bench", "cpu", "--tests", "pp999999"});
+    EXPECT_EQ(too_long.exit_code, 1) << too_long.err;
+    EXPECT_NE(too_long.err.find("tokens of context"), std::string::npos) << too_long.err;
+}
+
 }  // namespace
 }  // namespace kvscope
