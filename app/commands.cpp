@@ -48,7 +48,8 @@ int run_cli(int argc, char** argv) {
     std::vector<Command> commands = {
         register_generate(cli), register_run(cli),        register_workload(cli),
         register_inspect(cli),  register_check(cli),      register_export(cli),
-        register_tokenize(cli), register_perplexity(cli), register_eval(cli)};
+        register_tokenize(cli), register_perplexity(cli), register_eval(cli),
+        register_attach(cli),   register_publish(cli)};
     for (Command& c : register_bench(cli))
         commands.push_back(std::move(c));
 #ifdef KVSCOPE_HAVE_GUI

@@ -28,6 +28,8 @@ Command register_export(CLI::App& cli);
 Command register_tokenize(CLI::App& cli);
 Command register_perplexity(CLI::App& cli);
 Command register_eval(CLI::App& cli);
+Command register_attach(CLI::App& cli);
+Command register_publish(CLI::App& cli);
 // `bench` and its subcommands (memory, cpu).
 std::vector<Command> register_bench(CLI::App& cli);
 Command register_bench_cpu(CLI::App& bench);

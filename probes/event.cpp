@@ -16,8 +16,10 @@ constexpr std::array<std::string_view, kNumEventKinds> kKindNames = {
     "cow_copy",       "prefix_hit",     "prefix_miss", "block_evict",   "token_evict",
     "preempt",        "swap_out",       "swap_in",     "attention_row", "token",
     "kernel",         "hbm_sample",     "metric",      "block_hashed",  "request_admit",
-    "token_move",
+    "token_move",     "kv_stored",      "kv_removed",  "kv_cleared",    "kv_gap",
 };
+constexpr std::array<std::string_view, kNumKvMedia> kMediumNames = {
+    "GPU", "CPU", "STORAGE", "CPU_PINNED", "DISK", "EXTERNAL", "OTHER"};
 }  // namespace
 
 std::string_view event_kind_name(EventKind kind) {
@@ -32,6 +34,24 @@ bool event_kind_from_name(std::string_view name, EventKind& out) {
             return true;
         }
     return false;
+}
+
+std::string_view kv_medium_name(KvMedium m) {
+    auto i = static_cast<size_t>(m);
+    return i < kMediumNames.size() ? kMediumNames[i] : "OTHER";
+}
+
+KvMedium kv_medium_from_name(std::string_view name) {
+    if (name.empty()) return KvMedium::kGpu;
+    for (size_t i = 0; i + 1 < kMediumNames.size(); ++i) {
+        std::string_view k = kMediumNames[i];
+        if (k.size() == name.size() &&
+            std::equal(k.begin(), k.end(), name.begin(), [](char a, char b) {
+                return a == (b >= 'a' && b <= 'z' ? static_cast<char>(b - 'a' + 'A') : b);
+            }))
+            return static_cast<KvMedium>(i);
+    }
+    return KvMedium::kOther;
 }
 
 std::string_view phase_name(Phase p) {
@@ -109,6 +129,31 @@ bool ProbeFanout::failed() const {
     for (int i = 0; i < count_; ++i)
         if (probes_[i]->failed()) return true;
     return false;
+}
+
+void encode_stored_block(const StoredBlock& block, std::vector<uint8_t>& out) {
+    out.clear();
+    out.push_back(block.has_parent ? 1 : 0);
+    if (block.has_parent) varint::put_bytes(out, &block.parent, 8);
+    varint::put(out, block.tokens.size());
+    for (int32_t t : block.tokens)
+        varint::put_signed(out, t);
+}
+
+bool decode_stored_block(const std::vector<uint8_t>& payload, StoredBlock& out) {
+    varint::Reader r{payload.data(), payload.data() + payload.size()};
+    StoredBlock b;
+    uint8_t flags = 0;
+    if (!r.bytes(&flags, 1) || flags > 1) return false;
+    b.has_parent = flags == 1;
+    if (b.has_parent && !r.bytes(&b.parent, 8)) return false;
+    size_t n = 0;
+    if (!r.get_count(n) || n > kMaxStoredBlockTokens) return false;
+    b.tokens.resize(n);
+    for (int32_t& t : b.tokens)
+        if (!r.get_i32(t)) return false;
+    out = std::move(b);
+    return true;
 }
 
 }  // namespace kvscope

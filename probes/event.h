@@ -29,7 +29,16 @@
 //  kernel         -        -      layer (-1 none)   threads          lane/stream   duration ns  -             op or kernel name (payload: KernelCost; t_ns = start)
 //  hbm_sample     -        -      -                 -                -             end ns       bytes r+w     "read:N write:M"
 //  metric         -        -      -                 -                -             -            value         metric name
+//  kv_stored      -        slot   publisher         medium (KvMedium) tokens        block hash   -             - (payload: StoredBlock)
+//  kv_removed     -        slot   publisher         medium (KvMedium) refs after    block hash   -             -
+//  kv_cleared     -        -      publisher         -                blocks freed  -            -             -
+//  kv_gap         -        -      publisher         filled (0/1)     batches       first seq    -             what was lost
 // clang-format on
+//
+// The kv_* kinds come from an attached deployment (vLLM, SGLang), not from kvscope's engine: a
+// publisher's blocks are known by hash, so `kvscope attach` gives each (publisher, medium, hash)
+// a slot in that publisher's range of the pool (RunInfo::publishers) and the block map, the
+// Timeline and replay treat it like any other block. A hash stored twice holds two references.
 //
 // Every event carries run, step (engine iteration, 64-bit), seq_no (monotonic per run, from 1,
 // assigned by the engine's Reporter; a sink fills it only when it is 0) and t_ns (host steady
@@ -68,8 +77,12 @@ enum class EventKind : uint8_t {
     kBlockHashed,
     kRequestAdmit,
     kTokenMove,
+    kKvStored,
+    kKvRemoved,
+    kKvCleared,
+    kKvGap,
 };
-constexpr int kNumEventKinds = static_cast<int>(EventKind::kTokenMove) + 1;
+constexpr int kNumEventKinds = static_cast<int>(EventKind::kKvGap) + 1;
 
 std::string_view event_kind_name(EventKind kind);
 // Inverse of event_kind_name; returns false for an unknown name.
@@ -78,6 +91,15 @@ bool event_kind_from_name(std::string_view name, EventKind& out);
 // Phases timed inside one engine step (phase event, field a).
 enum class Phase : int32_t { kSchedule = 0, kPrefill, kDecode, kAttention, kMlp, kSample };
 std::string_view phase_name(Phase p);
+
+// Where an attached deployment keeps a block (vLLM: GPU, CPU, STORAGE; SGLang: GPU, CPU_PINNED,
+// DISK, EXTERNAL). kOther stands for any name neither engine documents.
+enum class KvMedium : int32_t { kGpu = 0, kCpu, kStorage, kCpuPinned, kDisk, kExternal, kOther };
+constexpr int kNumKvMedia = static_cast<int>(KvMedium::kOther) + 1;
+std::string_view kv_medium_name(KvMedium m);
+// Case-insensitive; an empty name is the GPU (both engines omit the default), an unknown one
+// kOther.
+KvMedium kv_medium_from_name(std::string_view name);
 
 enum class PreemptMode : int32_t { kRecompute = 0, kSwap = 1 };
 enum class FinishReason : int32_t { kLength = 0, kEndToken = 1, kContextFull = 2 };
@@ -112,6 +134,19 @@ constexpr size_t kKernelCostMaxBytes = 5 * 10;
 size_t encode_kernel_cost(const KernelCost& cost, uint8_t* out);
 // Leaves `out` untouched when it returns false.
 bool decode_kernel_cost(const std::vector<uint8_t>& payload, KernelCost& out);
+
+// A kv_stored event's payload: the block's parent in its prefix chain and the tokens it holds.
+// Stored layout: u8 flags (bit 0: has a parent), [parent hash, 8 bytes little endian], varint
+// token count, zigzag varint token ids. At most kMaxStoredBlockTokens tokens.
+struct StoredBlock {
+    bool has_parent = false;
+    uint64_t parent = 0;
+    std::vector<int32_t> tokens;
+};
+constexpr size_t kMaxStoredBlockTokens = 65536;
+void encode_stored_block(const StoredBlock& block, std::vector<uint8_t>& out);
+// Refuses (false, `out` untouched) truncated input, a bad flag and absurd counts.
+bool decode_stored_block(const std::vector<uint8_t>& payload, StoredBlock& out);
 
 struct Event {
     EventKind kind = EventKind::kMetric;

@@ -107,6 +107,7 @@ Result<std::unique_ptr<Recorder>> Recorder::create(const std::string& path, cons
         {"weight_bytes", info.weight_bytes}, {"kv_bytes_per_block", info.kv_bytes_per_block},
         {"options", info.options_json},      {"threads", info.threads}};
     if (info.bandwidth.known()) run["memory_bandwidth"] = bandwidth_to_json(info.bandwidth);
+    if (!info.publishers.empty()) run["publishers"] = info.publishers;
     auto meta = d.db.prepare("INSERT INTO meta(key, value) VALUES(?, ?)");
     if (!meta) return meta.error();
     for (auto [k, v] :

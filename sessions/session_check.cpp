@@ -21,6 +21,8 @@ bool names_block(EventKind k) {
         case EventKind::kPrefixHit:
         case EventKind::kBlockEvict:
         case EventKind::kTokenMove:
+        case EventKind::kKvStored:
+        case EventKind::kKvRemoved:
             return true;
         default:
             return false;
@@ -39,6 +41,19 @@ const char* skips_ahead(const TimelineState& state, const Event& e) {
                       : (token ? it->second.token_ids.size() : it->second.block_table.size());
     return e.a > static_cast<int64_t>(have) ? (token ? "token position" : "block-table entry")
                                             : nullptr;
+}
+
+// An attached deployment's block event: in its publisher's range, a medium kvscope names, a
+// payload that decodes. The Timeline ignores what breaks these; check says so.
+const char* bad_kv_event(const RunInfo& info, const Event& e) {
+    if (e.kind != EventKind::kKvStored && e.kind != EventKind::kKvRemoved) return nullptr;
+    if (info.publishers.empty()) return "is in a session that attached to no publisher";
+    if (info.publisher_of(e.block) != e.a) return "names a block outside its publisher's range";
+    if (e.b < 0 || e.b >= kNumKvMedia) return "names an unknown medium";
+    StoredBlock stored;
+    if (e.kind == EventKind::kKvStored && !decode_stored_block(e.payload, stored))
+        return "has a payload that does not decode";
+    return nullptr;
 }
 
 // Every captured attention row: one u8 probability per key 0..qpos, a layer and head the
@@ -136,6 +151,9 @@ CheckReport check_session(const std::string& path) {
                                        std::string(event_kind_name(e.kind)) +
                                        " event names block " + std::to_string(e.block) +
                                        ", the pool holds " + std::to_string(pool));
+            if (const char* why = bad_kv_event(r.info(), e))
+                rep.problems.push_back("step " + std::to_string(s.step) + ": a " +
+                                       std::string(event_kind_name(e.kind)) + " event " + why);
             if (const char* why = skips_ahead(state, e))
                 rep.problems.push_back("step " + std::to_string(s.step) + ": request " +
                                        std::to_string(e.request) + "'s " + why +

@@ -129,6 +129,14 @@ Result<std::unique_ptr<SessionReader>> SessionReader::open(const std::string& pa
         // The recording machine's bandwidth (absent in older files: unknown).
         if (auto bw = run.find("memory_bandwidth"); bw != run.end())
             i.bandwidth = bandwidth_from_json(*bw);
+        // An attached deployment's publishers, each an equal share of the pool.
+        if (auto pubs = run.find("publishers"); pubs != run.end()) {
+            if (!pubs->is_array() || pubs->empty() || pubs->size() > kMaxPublishers ||
+                i.num_blocks % static_cast<int32_t>(pubs->size()) != 0)
+                return Error{path + ": session run info has a malformed publisher list"};
+            for (const auto& p : *pubs)
+                i.publishers.push_back(p.get<std::string>());
+        }
     } catch (const std::exception& e) {
         return Error{path + ": session run info is incomplete: " + e.what()};
     }

@@ -26,7 +26,9 @@ const char* request_phase_name(RequestPhase p) {
 }
 
 TimelineState::TimelineState(const RunInfo& run_info)
-    : info(run_info), blocks(static_cast<size_t>(std::max(run_info.num_blocks, 0))) {}
+    : info(run_info),
+      blocks(static_cast<size_t>(std::max(run_info.num_blocks, 0))),
+      attached(run_info.publishers.empty() ? 0 : blocks.size()) {}
 
 namespace {
 bool valid_block(const TimelineState& s, int32_t b) {
@@ -152,6 +154,38 @@ void TimelineState::apply(const Event& e) {
         case EventKind::kMetric:
             metrics[e.text] = e.value;
             break;
+        case EventKind::kKvStored: {
+            if (!valid_block(*this, e.block) || attached.empty()) break;
+            BlockState& b = blocks[static_cast<size_t>(e.block)];
+            if (b.refcount > 0) {  // stored again (offloading repeats hashes): one more reference
+                ++b.refcount;
+                break;
+            }
+            b = BlockState{};
+            b.refcount = 1;
+            b.hash = static_cast<uint64_t>(e.wide);
+            b.alloc_step = e.step;
+            AttachedBlock& a = attached[static_cast<size_t>(e.block)];
+            a = AttachedBlock{};
+            a.medium = static_cast<KvMedium>(std::clamp(e.b, 0, kNumKvMedia - 1));
+            StoredBlock stored;
+            if (decode_stored_block(e.payload, stored)) {
+                a.has_parent = stored.has_parent;
+                a.parent = stored.parent;
+                a.tokens = std::move(stored.tokens);
+            }
+            break;
+        }
+        case EventKind::kKvRemoved: {
+            if (!valid_block(*this, e.block) || attached.empty()) break;
+            BlockState& b = blocks[static_cast<size_t>(e.block)];
+            b.refcount = std::max(0, e.c);  // the references left, as the attacher counted them
+            if (b.refcount == 0) {
+                b.hash.reset();
+                attached[static_cast<size_t>(e.block)] = AttachedBlock{};
+            }
+            break;
+        }
         default:
             break;
     }
@@ -179,8 +213,10 @@ namespace {
 //   metrics: count, then name id, f64 LE
 // Interning the texts keeps a keyframe of a long run small: a token costs about three bytes.
 constexpr char kKeyframeMagic[4] = {'K', 'V', 'K', 'F'};
-// 3 added each block's lane_holes; version 2 keyframes (without them) still load.
-constexpr uint8_t kKeyframeVersion = 3;
+//   attached blocks held (version 4): count, then per block: index delta, u8 medium,
+//     u8 has_parent, [u64 parent LE], token count, tokens
+// 3 added each block's lane_holes, 4 the attached blocks; versions 2 and 3 still load.
+constexpr uint8_t kKeyframeVersion = 4;
 
 struct StringTable {
     std::unordered_map<std::string, uint32_t> ids;
@@ -243,6 +279,23 @@ std::vector<uint8_t> TimelineState::serialize() const {
         put(body, strings.id(name));
         put_bytes(body, &v, 8);
     }
+    size_t held = 0;
+    for (size_t i = 0; i < attached.size(); ++i)
+        held += blocks[i].refcount > 0;
+    put(body, held);
+    prev = -1;
+    for (size_t i = 0; i < attached.size(); ++i) {
+        if (blocks[i].refcount == 0) continue;
+        const AttachedBlock& a = attached[i];
+        put(body, static_cast<uint64_t>(static_cast<int64_t>(i) - prev));
+        prev = static_cast<int64_t>(i);
+        body.push_back(static_cast<uint8_t>(a.medium));
+        body.push_back(a.has_parent ? 1 : 0);
+        if (a.has_parent) put_bytes(body, &a.parent, 8);
+        put(body, a.tokens.size());
+        for (int32_t t : a.tokens)
+            put_signed(body, t);
+    }
     std::vector<uint8_t> out(std::begin(kKeyframeMagic), std::end(kKeyframeMagic));
     out.push_back(kKeyframeVersion);
     put_signed(out, step);
@@ -262,7 +315,7 @@ std::optional<TimelineState> TimelineState::deserialize(const std::vector<uint8_
     if (bytes.size() < 5 || std::memcmp(bytes.data(), kKeyframeMagic, 4) != 0)
         return deserialize_cbor_keyframe(bytes, info, error);
     const uint8_t version = bytes[4];
-    if (version != kKeyframeVersion && version != 2) {
+    if (version < 2 || version > kKeyframeVersion) {
         error = "keyframe has an unknown version " + std::to_string(bytes[4]);
         return std::nullopt;
     }
@@ -370,6 +423,33 @@ std::optional<TimelineState> TimelineState::deserialize(const std::vector<uint8_
         in.bytes(&v, 8);
         s.metrics[name] = v;
     }
+    if (version >= 4) {
+        size_t n_attached = 0;
+        in.get_count(n_attached);
+        if (n_attached > s.attached.size()) return fail("more attached blocks than the pool holds");
+        index = -1;
+        for (size_t k = 0; k < n_attached && in.ok; ++k) {
+            uint64_t delta = 0;
+            in.get(delta);
+            if (delta == 0 || delta > s.attached.size()) return fail("block index out of range");
+            index += static_cast<int64_t>(delta);
+            if (index >= static_cast<int64_t>(s.attached.size()))
+                return fail("block index out of range");
+            AttachedBlock& a = s.attached[static_cast<size_t>(index)];
+            uint8_t medium = 0, has_parent = 0;
+            in.bytes(&medium, 1);
+            in.bytes(&has_parent, 1);
+            if (medium >= kNumKvMedia || has_parent > 1) return fail("bad attached block");
+            a.medium = static_cast<KvMedium>(medium);
+            a.has_parent = has_parent == 1;
+            if (a.has_parent) in.bytes(&a.parent, 8);
+            size_t n = 0;
+            in.get_count(n);
+            a.tokens.resize(n);
+            for (int32_t& t : a.tokens)
+                in.get_i32(t);
+        }
+    }
     if (!in.ok) return fail("truncated or out-of-range field");
     if (in.p != in.end) return fail("trailing bytes");
     return s;
@@ -403,7 +483,8 @@ bool TimelineState::operator==(const TimelineState& o) const {
         }
         return true;
     };
-    return step == o.step && same_blocks() && same_requests() && metrics == o.metrics;
+    return step == o.step && same_blocks() && same_requests() && metrics == o.metrics &&
+           attached == o.attached;
 }
 
 }  // namespace kvscope

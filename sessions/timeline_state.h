@@ -17,6 +17,8 @@ namespace kvscope {
 // The largest block pool a session may describe. The Timeline holds a BlockState per block
 // (about 64 bytes), so this bounds what a reader allocates for any file: 256 MiB at most.
 inline constexpr int32_t kMaxSessionBlocks = 1 << 22;
+// The most publishers one attached session follows (vLLM's data-parallel ranks, one port each).
+inline constexpr size_t kMaxPublishers = 1024;
 
 struct RunInfo {
     int32_t num_blocks = 0;
@@ -36,6 +38,20 @@ struct RunInfo {
     // replay elsewhere still judges the steps against the machine that ran them).
     int32_t threads = 0;
     MemoryBandwidth bandwidth;
+    // An attached deployment (`kvscope attach`): one name per publisher (its endpoint), each
+    // holding an equal range of the pool, publisher p the blocks [p * n, (p + 1) * n). Empty for
+    // kvscope's own engine.
+    std::vector<std::string> publishers;
+    int32_t blocks_per_publisher() const {
+        return publishers.empty() ? 0 : num_blocks / static_cast<int32_t>(publishers.size());
+    }
+    // The publisher whose range holds `block`, or -1.
+    int32_t publisher_of(int32_t block) const {
+        int32_t n = blocks_per_publisher();
+        if (n <= 0 || block < 0) return -1;
+        int32_t p = block / n;
+        return p < static_cast<int32_t>(publishers.size()) ? p : -1;
+    }
     double bandwidth_limit_gbps() const { return bandwidth.limit_gbps(threads); }
 };
 
@@ -50,6 +66,16 @@ struct BlockState {
     int32_t lane_holes = 0;
     bool free() const { return refcount == 0; }
     bool cached() const { return refcount == 0 && hash.has_value(); }
+};
+
+// What an attached deployment said about a block it stored (kv_stored), beside its BlockState
+// (refcount = references, hash = its hash truncated to 64 bits).
+struct AttachedBlock {
+    KvMedium medium = KvMedium::kGpu;
+    bool has_parent = false;
+    uint64_t parent = 0;
+    std::vector<int32_t> tokens;
+    bool operator==(const AttachedBlock&) const = default;
 };
 
 enum class RequestPhase : uint8_t { kWaiting, kRunning, kSwapped, kFinished, kRejected };
@@ -75,6 +101,8 @@ struct TimelineState {
     int64_t step = -1;  // last step whose events were applied
     uint64_t last_seq_no = 0;
     std::vector<BlockState> blocks;
+    // Parallel to `blocks` in an attached session (info.publishers not empty), else empty.
+    std::vector<AttachedBlock> attached;
     std::map<int32_t, RequestState> requests;
     std::map<std::string, double> metrics;
 

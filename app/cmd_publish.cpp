@@ -1,0 +1,213 @@
+// `kvscope publish`: sends a recorded kvscope serving run's prefix-cache blocks as vLLM or
+// SGLang KV events over real ZeroMQ sockets, one publisher per rank (rank r on port + r), at a
+// chosen rate, in a chosen wire format, optionally dropping batches from the live socket (they
+// stay replayable). For demos of `kvscope attach` without a GPU cluster, and for its tests.
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <thread>
+
+#include "app/commands.h"
+#include "app/data_paths.h"
+#include "app/stop_signal.h"
+#include "attach/kv_event_encoder.h"
+#include "attach/kv_publisher.h"
+#include "attach/kv_trace.h"
+#include "base/terminal_text.h"
+
+namespace kvscope::app {
+
+namespace {
+struct PublishOptions {
+    std::string session;
+    std::string endpoint;
+    std::string replay;
+    std::string topic;
+    double rate = 10000;  // events per second per rank; 0: as fast as the sockets take them
+    int32_t ranks = 1;
+    std::string format = "vllm-map";
+    std::string hash = "int";
+    double gaps = 0;
+    int32_t batch = 16;
+    double duration = 0;
+    int64_t events = 0;
+    int32_t wait_ms = 500;
+    bool old_replies = false;
+    uint64_t seed = 1;
+};
+
+// "tcp://host:5557" with rank r -> "tcp://host:(5557 + r)"; vLLM numbers data-parallel ranks'
+// ports the same way.
+Result<std::string> rank_endpoint(const std::string& endpoint, int32_t rank) {
+    if (rank == 0) return endpoint;
+    auto colon = endpoint.rfind(':');
+    int64_t port = -1;
+    if (colon != std::string::npos && colon + 1 < endpoint.size()) {
+        try {
+            size_t used = 0;
+            port = std::stoll(endpoint.substr(colon + 1), &used);
+            if (used != endpoint.size() - colon - 1) port = -1;
+        } catch (const std::exception&) {
+            port = -1;
+        }
+    }
+    if (port < 0 || port + rank > 65535)
+        return Error{
+            "--ranks needs an endpoint ending in a port number (rank r publishes on "
+            "port + r): " +
+            terminal_safe(endpoint)};
+    return endpoint.substr(0, colon + 1) + std::to_string(port + rank);
+}
+
+int publish(const PublishOptions& o) {
+    attach::WireFormat format;
+    if (!attach::parse_wire_format(o.format, format))
+        return usage_error("--format must be vllm-array, vllm-map or sglang, not " +
+                           terminal_safe(o.format));
+    const auto hashes =
+        o.hash == "bytes" ? attach::HashEncoding::kBytes : attach::HashEncoding::kInt;
+    std::string session = o.session;
+    if (session.empty()) {
+        auto found = find_data_file("sessions/sample-chat.kvs");
+        if (!found) return fail(found.error().message);
+        session = *found;
+    }
+    auto trace = attach::kv_trace_from_session(session);
+    if (!trace) return fail(trace.error().message);
+
+    zmq::context_t ctx;
+    std::vector<std::unique_ptr<attach::KvPublisher>> pubs;
+    for (int32_t r = 0; r < o.ranks; ++r) {
+        attach::PublisherOptions po;
+        auto ep = rank_endpoint(o.endpoint, r);
+        if (!ep) return usage_error(ep.error().message);
+        po.endpoint = *ep;
+        if (!o.replay.empty()) {
+            auto rp = rank_endpoint(o.replay, r);
+            if (!rp) return usage_error(rp.error().message);
+            po.replay_endpoint = *rp;
+        }
+        po.topic = o.topic;
+        po.replies_without_topic = o.old_replies || format == attach::WireFormat::kSglang;
+        auto p = attach::KvPublisher::create(ctx, po);
+        if (!p) return fail(p.error().message);
+        pubs.push_back(std::move(p).value());
+    }
+    const std::atomic<bool>& stop = stop_on_interrupt();
+    std::fprintf(stderr,
+                 "kvscope publish: %zu blocks from %s, %d rank%s on %s, %s, %s hashes, %.0f "
+                 "events/s per rank%s\n",
+                 trace->events.size(), terminal_safe(session).c_str(), o.ranks,
+                 o.ranks == 1 ? "" : "s", terminal_safe(o.endpoint).c_str(), o.format.c_str(),
+                 o.hash.c_str(), o.rate, o.rate > 0 ? "" : " (unpaced)");
+    // Subscribers connect after a bind; what is sent before they have is theirs to replay.
+    for (int waited = 0; waited < o.wait_ms && !stop.load(); waited += 10) {
+        for (auto& p : pubs)
+            p->serve_replay();
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+
+    using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now();
+    std::mt19937_64 rng(o.seed);
+    std::uniform_real_distribution<double> coin(0, 1);
+    std::vector<int64_t> loop(pubs.size(), 0);
+    std::vector<size_t> at(pubs.size(), 0);
+    int64_t sent = 0, withheld = 0, batches = 0;
+    attach::KvEventBatch batch;
+    std::vector<uint8_t> payload;
+    bool done = false;
+    while (!done && !stop.load()) {
+        for (size_t r = 0; r < pubs.size() && !done; ++r) {
+            batch.events.clear();
+            batch.rank = static_cast<int32_t>(r);
+            batch.ts =
+                std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+            for (int32_t k = 0; k < o.batch; ++k) {
+                attach::KvEvent ev = trace->events[at[r]];
+                for (uint64_t& h : ev.block_hashes)
+                    h = attach::salt_trace_hash(h, static_cast<int32_t>(r), loop[r]);
+                if (ev.has_parent)
+                    ev.parent_hash =
+                        attach::salt_trace_hash(ev.parent_hash, static_cast<int32_t>(r), loop[r]);
+                batch.events.push_back(std::move(ev));
+                if (++at[r] == trace->events.size()) {
+                    at[r] = 0;
+                    ++loop[r];
+                }
+            }
+            attach::encode_kv_event_batch(batch, format, hashes, payload);
+            const bool withhold = o.gaps > 0 && coin(rng) < o.gaps;
+            if (Status s = pubs[r]->publish(payload, withhold); !s) return fail(s.error().message);
+            withheld += withhold ? o.batch : 0;
+            sent += o.batch;
+            ++batches;
+            if (o.events > 0 && sent >= o.events * o.ranks) done = true;
+        }
+        for (auto& p : pubs)
+            p->serve_replay();
+        const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+        if (o.duration > 0 && elapsed >= o.duration) break;
+        if (o.rate > 0) {  // paced: wait until the events sent so far are due
+            const double due = static_cast<double>(sent) / (o.rate * static_cast<double>(o.ranks));
+            if (due > elapsed)
+                std::this_thread::sleep_for(std::chrono::duration<double>(due - elapsed));
+        }
+    }
+    // Late replay requests (a subscriber filling the last gaps) are still answered a moment.
+    for (int waited = 0; waited < o.wait_ms; waited += 10) {
+        for (auto& p : pubs)
+            p->serve_replay();
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    std::printf("events sent         %lld in %lld batches (%lld withheld from the live socket)\n",
+                static_cast<long long>(sent), static_cast<long long>(batches),
+                static_cast<long long>(withheld));
+    std::printf("seconds             %.2f\n", seconds);
+    std::printf("events/s            %.0f\n",
+                seconds > 0 ? static_cast<double>(sent) / seconds : 0.0);
+    return 0;
+}
+}  // namespace
+
+Command register_publish(CLI::App& cli) {
+    auto o = std::make_shared<PublishOptions>();
+    CLI::App* sub = cli.add_subcommand(
+        "publish", "Send a recorded run's KV-cache blocks as vLLM / SGLang KV events (ZeroMQ)");
+    sub->add_option("--endpoint", o->endpoint,
+                    "Where to publish, e.g. tcp://*:5557 (rank r on port + r)")
+        ->required();
+    sub->add_option("--replay", o->replay, "Answer replay requests here, e.g. tcp://*:5558");
+    sub->add_option("--session", o->session,
+                    "A kvscope session (.kvs) whose prefix-cache blocks are sent; default: the "
+                    "bundled sample session");
+    sub->add_option("--topic", o->topic, "Topic frame of every message (vLLM's default: empty)");
+    sub->add_option("--rate", o->rate, "Events per second per rank (0: as fast as possible)")
+        ->check(CLI::Range(0.0, 1e9));
+    sub->add_option("--ranks", o->ranks, "Publishers (data-parallel ranks), one port each")
+        ->check(CLI::Range(1, 256));
+    sub->add_option("--format", o->format, "vllm-array, vllm-map or sglang")
+        ->check(CLI::IsMember({"vllm-array", "vllm-map", "sglang"}));
+    sub->add_option("--hash", o->hash, "Block hashes as int (vLLM's default) or bytes (SHA-256)")
+        ->check(CLI::IsMember({"int", "bytes"}));
+    sub->add_option("--gaps", o->gaps,
+                    "Fraction of batches withheld from the live socket (still replayable)")
+        ->check(CLI::Range(0.0, 1.0));
+    sub->add_option("--batch", o->batch, "Events per batch")->check(CLI::Range(1, 100000));
+    sub->add_option("--duration", o->duration, "Stop after this many seconds (default: Ctrl-C)")
+        ->check(CLI::Range(0.0, 1e7));
+    sub->add_option("--events", o->events, "Stop after this many events per rank (whole batches)")
+        ->check(CLI::Range(int64_t{0}, int64_t{1} << 50));
+    sub->add_option("--wait-ms", o->wait_ms,
+                    "Wait this long for subscribers before sending (and for replay requests after)")
+        ->check(CLI::Range(0, 600000));
+    sub->add_flag("--old-replay-replies", o->old_replies,
+                  "Replay replies without the topic frame (vLLM before 0.26, SGLang)");
+    sub->add_option("--seed", o->seed, "Seed for --gaps");
+    return {sub, [o] { return publish(*o); }};
+}
+
+}  // namespace kvscope::app

@@ -1,0 +1,132 @@
+#include "attach/attached_cache.h"
+
+#include <algorithm>
+#include <cstddef>
+
+namespace kvscope::attach {
+
+AttachedCache::AttachedCache(int32_t publisher, int32_t first_block, int32_t capacity)
+    : publisher_(publisher),
+      first_block_(first_block),
+      capacity_(capacity),
+      by_medium_(kNumKvMedia, 0) {
+    free_.reserve(static_cast<size_t>(capacity));
+    for (int32_t b = first_block + capacity - 1; b >= first_block; --b)
+        free_.push_back(b);
+    slots_.reserve(static_cast<size_t>(std::min(capacity, 1 << 16)));
+}
+
+void AttachedCache::store(const KvEvent& ev, size_t i, std::vector<Event>& out) {
+    const uint64_t hash = ev.block_hashes[i];
+    auto [it, added] = slots_.try_emplace(Key{hash, ev.medium});
+    Slot& slot = it->second;
+    ++counts_.blocks_stored;
+    if (!added) {  // stored again: one more reference to the same slot
+        ++slot.refs;
+        Event& e = out.emplace_back();
+        e.kind = EventKind::kKvStored;
+        e.block = slot.block;
+        e.a = publisher_;
+        e.b = static_cast<int32_t>(ev.medium);
+        e.wide = static_cast<int64_t>(hash);
+        return;
+    }
+    if (free_.empty()) {
+        slots_.erase(it);
+        ++counts_.overflow;
+        return;
+    }
+    slot.block = free_.back();
+    free_.pop_back();
+    slot.refs = 1;
+    ++by_medium_[static_cast<size_t>(ev.medium)];
+
+    StoredBlock stored;
+    stored.has_parent = i > 0 || ev.has_parent;
+    stored.parent = i > 0 ? ev.block_hashes[i - 1] : ev.parent_hash;
+    // A block's tokens: its share of token_ids (placeholder stores from offloading have none).
+    const size_t per = ev.block_size > 0 ? static_cast<size_t>(ev.block_size) : 0;
+    const size_t begin = std::min(i * per, ev.token_ids.size());
+    const size_t end = std::min(begin + per, ev.token_ids.size());
+    stored.tokens.assign(ev.token_ids.begin() + static_cast<std::ptrdiff_t>(begin),
+                         ev.token_ids.begin() + static_cast<std::ptrdiff_t>(end));
+    Event& e = out.emplace_back();
+    e.kind = EventKind::kKvStored;
+    e.block = slot.block;
+    e.a = publisher_;
+    e.b = static_cast<int32_t>(ev.medium);
+    e.c = static_cast<int32_t>(stored.tokens.size());
+    e.wide = static_cast<int64_t>(hash);
+    encode_stored_block(stored, e.payload);
+}
+
+void AttachedCache::remove(uint64_t hash, KvMedium medium, std::vector<Event>& out) {
+    auto it = slots_.find(Key{hash, medium});
+    if (it == slots_.end()) {
+        ++counts_.removed_unknown;
+        return;
+    }
+    ++counts_.blocks_removed;
+    Slot& slot = it->second;
+    Event& e = out.emplace_back();
+    e.kind = EventKind::kKvRemoved;
+    e.block = slot.block;
+    e.a = publisher_;
+    e.b = static_cast<int32_t>(medium);
+    e.c = --slot.refs;
+    e.wide = static_cast<int64_t>(hash);
+    if (slot.refs == 0) {
+        free_.push_back(slot.block);
+        --by_medium_[static_cast<size_t>(medium)];
+        slots_.erase(it);
+    }
+}
+
+void AttachedCache::apply(const KvEventBatch& batch, std::vector<Event>& out) {
+    for (const KvEvent& ev : batch.events) {
+        switch (ev.type) {
+            case KvEventType::kBlockStored:
+                for (size_t i = 0; i < ev.block_hashes.size(); ++i)
+                    store(ev, i, out);
+                break;
+            case KvEventType::kBlockRemoved:
+                for (uint64_t h : ev.block_hashes)
+                    remove(h, ev.medium, out);
+                break;
+            case KvEventType::kAllBlocksCleared:
+                clear(out);
+                break;
+        }
+    }
+}
+
+void AttachedCache::clear(std::vector<Event>& out) {
+    ++counts_.clears;
+    Event& marker = out.emplace_back();
+    marker.kind = EventKind::kKvCleared;
+    marker.a = publisher_;
+    marker.c = held();
+    // Lowest slot first, so a replay frees them in a stable order.
+    std::vector<std::pair<int32_t, Key>> held_slots;
+    held_slots.reserve(slots_.size());
+    for (const auto& [key, slot] : slots_)
+        held_slots.emplace_back(slot.block, key);
+    std::sort(held_slots.begin(), held_slots.end(),
+              [](const auto& x, const auto& y) { return x.first < y.first; });
+    for (const auto& [block, key] : held_slots) {
+        Event& e = out.emplace_back();
+        e.kind = EventKind::kKvRemoved;
+        e.block = block;
+        e.a = publisher_;
+        e.b = static_cast<int32_t>(key.medium);
+        e.c = 0;
+        e.wide = static_cast<int64_t>(key.hash);
+    }
+    slots_.clear();
+    free_.clear();
+    for (int32_t b = first_block_ + capacity_ - 1; b >= first_block_; --b)
+        free_.push_back(b);
+    std::fill(by_medium_.begin(), by_medium_.end(), 0);
+}
+
+}  // namespace kvscope::attach

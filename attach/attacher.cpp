@@ -1,0 +1,374 @@
+#include "attach/attacher.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "attach/kv_event_decoder.h"
+#include "sessions/timeline_state.h"
+
+namespace kvscope::attach {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+// Receives one whole multipart message without waiting; false when none is queued.
+bool receive(zmq::socket_t& socket, std::vector<zmq::message_t>& msg) {
+    msg.clear();
+    zmq::message_t part;
+    if (!socket.recv(part, zmq::recv_flags::dontwait)) return false;
+    msg.push_back(std::move(part));
+    while (msg.back().more()) {
+        zmq::message_t next;
+        if (!socket.recv(next, zmq::recv_flags::none)) break;
+        msg.push_back(std::move(next));
+    }
+    return true;
+}
+
+std::vector<Frame> frames_of(const std::vector<zmq::message_t>& msg) {
+    std::vector<Frame> f;
+    f.reserve(msg.size());
+    for (const auto& m : msg)
+        f.push_back({static_cast<const uint8_t*>(m.data()), m.size()});
+    return f;
+}
+}  // namespace
+
+struct Attacher::Source {
+    int32_t index = 0;
+    zmq::socket_t sub;
+    std::unique_ptr<zmq::socket_t> replay;
+    SequenceTracker seq;
+    AttachedCache cache;
+    PublisherStats stats;
+    // A gap being filled from the replay socket: [fill_next, fill_until) still wanted; live
+    // batches that came meanwhile wait in `pending`, in order.
+    bool replaying = false;
+    uint64_t fill_next = 0, fill_until = 0;
+    bool fill_lost = false;
+    bool tail_check = false;  // the look for batches after the last one, when attach ends
+    Clock::time_point replay_deadline;
+    std::deque<std::vector<zmq::message_t>> pending;
+
+    Source(zmq::context_t& ctx, int32_t i, int32_t first, int32_t capacity)
+        : index(i), sub(ctx, zmq::socket_type::sub), cache(i, first, capacity) {}
+};
+
+Attacher::Attacher(const AttachOptions& options) : options_(options) {}
+Attacher::~Attacher() = default;
+
+Result<std::unique_ptr<Attacher>> Attacher::create(const AttachOptions& options) {
+    if (options.endpoints.empty()) return Error{"attach needs at least one endpoint"};
+    if (options.endpoints.size() > kMaxPublishers)
+        return Error{"attach follows at most " + std::to_string(kMaxPublishers) + " publishers"};
+    if (!options.replay_endpoints.empty() &&
+        options.replay_endpoints.size() != options.endpoints.size())
+        return Error{"give one replay endpoint per endpoint (" +
+                     std::to_string(options.endpoints.size()) + "), not " +
+                     std::to_string(options.replay_endpoints.size())};
+    const int64_t pool =
+        int64_t{options.blocks_per_publisher} * static_cast<int64_t>(options.endpoints.size());
+    if (options.blocks_per_publisher <= 0 || pool > kMaxSessionBlocks)
+        return Error{"blocks per publisher times publishers must be 1.." +
+                     std::to_string(kMaxSessionBlocks) + " (it is " + std::to_string(pool) + ")"};
+    std::unique_ptr<Attacher> a(new Attacher(options));
+    for (size_t i = 0; i < options.endpoints.size(); ++i) {
+        auto s = std::make_unique<Source>(a->ctx_, static_cast<int32_t>(i),
+                                          static_cast<int32_t>(i) * options.blocks_per_publisher,
+                                          options.blocks_per_publisher);
+        s->stats.endpoint = options.endpoints[i];
+        const std::string replay =
+            options.replay_endpoints.empty() ? std::string() : options.replay_endpoints[i];
+        try {
+            s->sub.set(zmq::sockopt::rcvhwm, options.receive_queue);
+            s->sub.set(zmq::sockopt::linger, 0);
+            s->sub.set(zmq::sockopt::subscribe, options.topic);
+            s->sub.connect(options.endpoints[i]);
+            if (!replay.empty()) {
+                s->replay = std::make_unique<zmq::socket_t>(a->ctx_, zmq::socket_type::dealer);
+                s->replay->set(zmq::sockopt::linger, 0);
+                s->replay->set(zmq::sockopt::rcvhwm, 0);
+                s->replay->connect(replay);
+            }
+        } catch (const zmq::error_t& e) {
+            return Error{"cannot attach to " + options.endpoints[i] +
+                         (replay.empty() ? "" : " (replay " + replay + ")") + ": " + e.what()};
+        }
+        a->sources_.push_back(std::move(s));
+    }
+    return a;
+}
+
+RunInfo Attacher::run_info() const {
+    RunInfo info;
+    info.num_blocks =
+        options_.blocks_per_publisher * static_cast<int32_t>(options_.endpoints.size());
+    // Nominal (vLLM's default): a store says its own block size, the pool's is not published.
+    info.block_size = 16;
+    info.allocator = "attached";
+    info.backend = "attached";
+    info.model = "attached deployment";
+    info.publishers = options_.endpoints;
+    return info;
+}
+
+void Attacher::lose(Source& s, uint64_t batches) {
+    s.stats.batches_lost += static_cast<int64_t>(batches);
+    const double per = s.stats.batches > 0 ? static_cast<double>(s.stats.events) /
+                                                 static_cast<double>(s.stats.batches)
+                                           : 0.0;
+    s.stats.events_lost =
+        static_cast<int64_t>(std::llround(per * static_cast<double>(s.stats.batches_lost)));
+}
+
+void Attacher::take(Source& s, uint64_t seq, const Frame& payload) {
+    (void)seq;
+    Status decoded = decode_kv_event_batch(payload.data, payload.size, batch_);
+    if (!decoded) {
+        ++s.stats.malformed_frames;
+        return;
+    }
+    ++s.stats.batches;
+    s.stats.events += static_cast<int64_t>(batch_.events.size());
+    s.stats.unknown_events += batch_.unknown_events;
+    s.stats.unknown_fields += batch_.unknown_fields;
+    s.stats.malformed_events += batch_.malformed_events;
+    if (batch_.rank >= 0) s.stats.rank = batch_.rank;
+    s.cache.apply(batch_, out_);
+}
+
+void Attacher::start_replay(Source& s, uint64_t from, uint64_t until) {
+    ++s.stats.gaps;
+    if (!s.replay) {
+        lose(s, until - from);
+        return;
+    }
+    s.replaying = true;
+    s.fill_next = from;
+    s.fill_until = until;
+    s.fill_lost = false;
+    s.replay_deadline = Clock::now() + std::chrono::milliseconds(options_.replay_timeout_ms);
+    uint8_t seq_bytes[8];
+    put_seq(from, seq_bytes);
+    try {
+        s.replay->send(zmq::message_t(), zmq::send_flags::sndmore);
+        s.replay->send(zmq::buffer(seq_bytes, 8), zmq::send_flags::dontwait);
+    } catch (const zmq::error_t&) {
+        finish_replay(s);
+    }
+}
+
+void Attacher::finish_replay(Source& s) {
+    if (s.tail_check) {  // an open-ended look for batches after the last: none is no loss
+        s.tail_check = false;
+        s.replaying = false;
+        if (s.fill_lost || s.fill_next > s.seq.expected()) ++s.stats.gaps;
+        if (s.fill_next > s.seq.expected() && !s.fill_lost) ++s.stats.gaps_filled;
+        if (s.fill_next > 0) s.seq.set_last(std::max(s.seq.expected(), s.fill_next) - 1);
+        return;
+    }
+    if (s.fill_next < s.fill_until) {
+        lose(s, s.fill_until - s.fill_next);
+        s.fill_lost = true;
+    }
+    if (!s.fill_lost) ++s.stats.gaps_filled;
+    s.replaying = false;
+    s.seq.set_last(s.fill_until - 1);
+    // The live batches that waited, in order; one may open another gap.
+    while (!s.pending.empty() && !s.replaying) {
+        auto msg = std::move(s.pending.front());
+        s.pending.pop_front();
+        on_live(s, msg);
+    }
+}
+
+void Attacher::on_live(Source& s, std::vector<zmq::message_t>& msg) {
+    if (s.replaying) {
+        s.pending.push_back(std::move(msg));
+        return;
+    }
+    auto frames = frames_of(msg);
+    auto published = parse_published(frames);
+    if (!published) {
+        ++s.stats.malformed_frames;
+        return;
+    }
+    const uint64_t seq = published->seq;
+    const bool first = !s.seq.started();
+    SeqResult r = s.seq.see(seq);
+    switch (r.verdict) {
+        case SeqVerdict::kFirst:
+            s.stats.joined_at_seq = seq;
+            // A late joiner recovers what the replay buffer still has.
+            if (first && seq > 0 && s.replay) {
+                start_replay(s, 0, seq);
+                s.pending.push_back(std::move(msg));
+                return;
+            }
+            break;
+        case SeqVerdict::kNext:
+            break;
+        case SeqVerdict::kStale:
+            ++s.stats.stale;
+            return;
+        case SeqVerdict::kRestart:
+            ++s.stats.restarts;
+            s.cache.clear(out_);
+            break;
+        case SeqVerdict::kGap:
+            if (s.replay) {
+                start_replay(s, r.missing_from, seq);
+                if (s.replaying) {
+                    s.pending.push_back(std::move(msg));
+                    return;
+                }
+            } else {
+                start_replay(s, r.missing_from, seq);  // counts the gap and its loss
+            }
+            break;
+    }
+    take(s, seq, published->payload);
+}
+
+void Attacher::on_replay(Source& s, std::vector<zmq::message_t>& msg) {
+    if (!s.replaying) return;  // a late reply to a replay already given up on
+    auto frames = frames_of(msg);
+    auto reply = parse_replay_reply(frames);
+    if (!reply) {
+        ++s.stats.malformed_frames;
+        return;
+    }
+    if (reply->end) {
+        finish_replay(s);
+        return;
+    }
+    if (reply->seq < s.fill_next || reply->seq >= s.fill_until) return;
+    if (reply->seq > s.fill_next) {  // the buffer no longer had these
+        lose(s, reply->seq - s.fill_next);
+        s.fill_lost = true;
+    }
+    take(s, reply->seq, reply->payload);
+    s.fill_next = reply->seq + 1;
+}
+
+void Attacher::flush() {
+    if (out_.empty()) return;
+    for (Event& e : out_)
+        e.step = step_;
+    if (probe_) probe_->emit_all(out_);
+    out_.clear();
+}
+
+void Attacher::end_step() {
+    flush();
+    for (const auto& s : sources_) {
+        const auto& by_medium = s->cache.held_by_medium();
+        for (int m = 0; m < kNumKvMedia; ++m) {
+            if (by_medium[static_cast<size_t>(m)] == 0 && m != 0) continue;
+            Event& e = out_.emplace_back();
+            e.kind = EventKind::kMetric;
+            e.text = "attach/" + std::to_string(s->index) + "/" +
+                     std::string(kv_medium_name(static_cast<KvMedium>(m)));
+            e.value = by_medium[static_cast<size_t>(m)];
+        }
+    }
+    Event& end = out_.emplace_back();
+    end.kind = EventKind::kStepEnd;
+    end.value = options_.tick_ms / 1000.0;
+    flush();
+    ++step_;
+}
+
+Status Attacher::run(Probe* probe, const std::atomic<bool>& stop, double duration_s,
+                     const std::function<void()>& on_step) {
+    probe_ = probe;
+    std::vector<zmq::pollitem_t> items;
+    for (const auto& s : sources_) {
+        items.push_back({s->sub.handle(), 0, ZMQ_POLLIN, 0});
+        if (s->replay) items.push_back({s->replay->handle(), 0, ZMQ_POLLIN, 0});
+    }
+    const auto start = Clock::now();
+    const auto tick = std::chrono::milliseconds(std::max(options_.tick_ms, 1));
+    auto tick_end = start + tick;
+    std::vector<zmq::message_t> msg;
+    Event begin;
+    begin.kind = EventKind::kStepBegin;
+    out_.push_back(begin);
+    for (;;) {
+        const auto now = Clock::now();
+        if (now >= tick_end) {
+            end_step();
+            out_.push_back(begin);
+            if (on_step) on_step();
+            tick_end += tick;
+            if (tick_end < now) tick_end = now + tick;  // fell behind: no burst of empty steps
+        }
+        if (stop.load(std::memory_order_relaxed)) break;
+        if (duration_s > 0 && now - start >= std::chrono::duration<double>(duration_s)) break;
+        if (probe && probe->failed()) break;
+        auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(tick_end - now);
+        try {
+            zmq::poll(items.data(), items.size(),
+                      std::chrono::milliseconds(std::clamp<int64_t>(wait.count(), 0, 50)));
+        } catch (const zmq::error_t& e) {
+            if (e.num() == EINTR) continue;
+            return Error{std::string("attach: ") + e.what()};
+        }
+        size_t item = 0;
+        for (const auto& s : sources_) {
+            // A bounded number per socket and turn, so one busy publisher cannot starve others.
+            if (items[item++].revents & ZMQ_POLLIN)
+                for (int k = 0; k < 256 && receive(s->sub, msg); ++k)
+                    on_live(*s, msg);
+            if (s->replay) {
+                if (items[item++].revents & ZMQ_POLLIN)
+                    while (receive(*s->replay, msg))
+                        on_replay(*s, msg);
+                if (s->replaying && Clock::now() >= s->replay_deadline) finish_replay(*s);
+            }
+        }
+        if (out_.size() > 4096) flush();
+    }
+    // A batch lost at the very end leaves no later sequence number to reveal it: ask each
+    // replay socket for anything after the last batch seen.
+    const auto tail_deadline = Clock::now() + std::chrono::milliseconds(options_.replay_timeout_ms);
+    for (const auto& s : sources_)
+        if (s->replay && s->seq.started() && !s->replaying) {
+            const uint64_t next = s->seq.expected();
+            start_replay(*s, next, UINT64_MAX);
+            --s->stats.gaps;  // not a gap unless something turns up
+            s->tail_check = true;
+        }
+    for (;;) {
+        bool waiting = false;
+        for (const auto& s : sources_) {
+            if (!s->replaying) continue;
+            while (receive(*s->replay, msg))
+                on_replay(*s, msg);
+            if (s->replaying && Clock::now() >= tail_deadline) finish_replay(*s);
+            waiting |= s->replaying;
+        }
+        if (!waiting) break;
+        zmq::poll(items.data(), items.size(), std::chrono::milliseconds(10));
+    }
+    end_step();
+    probe_ = nullptr;
+    return {};
+}
+
+std::vector<PublisherStats> Attacher::stats() const {
+    std::vector<PublisherStats> out;
+    for (const auto& s : sources_) {
+        PublisherStats st = s->stats;
+        const CacheCounts& c = s->cache.counts();
+        st.blocks_stored = c.blocks_stored;
+        st.blocks_removed = c.blocks_removed;
+        st.blocks_cached = s->cache.held();
+        st.removed_unknown = c.removed_unknown;
+        st.overflow = c.overflow;
+        out.push_back(std::move(st));
+    }
+    return out;
+}
+
+}  // namespace kvscope::attach

@@ -1,0 +1,94 @@
+#pragma once
+// Follows one or many KV-event publishers (vLLM or SGLang ranks) and reports what their caches
+// hold as kvscope events, step by step, into a Probe (a Recorder). One thread polls every
+// SUB socket; per publisher it checks sequence numbers, fills a gap from the publisher's replay
+// socket when there is one (live batches wait meanwhile, so events stay in order), and counts
+// what could not be filled. A publisher that restarts (sequence back to 0) starts empty.
+//
+// Steps: an attached source has no engine steps, so a step is a tick of wall time (tick_ms);
+// each ends with a metric per publisher and medium (blocks held) for the Timeline's tracks.
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "attach/attached_cache.h"
+#include "attach/kv_events.h"
+#include "attach/sequence_tracker.h"
+#include "attach/wire_frames.h"
+#include "base/result.h"
+#include "probes/probe.h"
+#include "sessions/timeline_state.h"
+
+namespace kvscope::attach {
+
+struct AttachOptions {
+    std::vector<std::string> endpoints;
+    // Empty, or one per endpoint (an empty string: that publisher has none).
+    std::vector<std::string> replay_endpoints;
+    std::string topic;  // a prefix, as ZeroMQ subscribes
+    int32_t blocks_per_publisher = 65536;
+    int32_t tick_ms = 100;
+    int32_t replay_timeout_ms = 2000;
+    int32_t receive_queue = 1000000;  // ZeroMQ's high-water mark on each SUB socket
+};
+
+struct PublisherStats {
+    std::string endpoint;
+    int32_t rank = -1;  // as the batches name it (-1: they did not)
+    int64_t events = 0, batches = 0;
+    int64_t blocks_stored = 0, blocks_removed = 0, blocks_cached = 0;
+    int64_t gaps = 0, gaps_filled = 0;
+    int64_t batches_lost = 0;
+    // Events in the batches lost: estimated from this publisher's mean batch size.
+    int64_t events_lost = 0;
+    int64_t malformed_frames = 0, malformed_events = 0;
+    int64_t unknown_events = 0, unknown_fields = 0;
+    int64_t stale = 0, restarts = 0;
+    int64_t removed_unknown = 0, overflow = 0;
+    uint64_t joined_at_seq = 0;  // the first sequence number heard
+};
+
+class Attacher {
+  public:
+    static Result<std::unique_ptr<Attacher>> create(const AttachOptions& options);
+    ~Attacher();
+
+    // The session's run info: the publishers and their share of the pool.
+    RunInfo run_info() const;
+    // Runs until `stop` is set or `duration_s` (> 0) has passed, emitting into `probe` (may be
+    // null). Stops early with the probe's error when it fails.
+    // `on_step` (may be empty) is called on this thread after each step, for a progress line.
+    Status run(Probe* probe, const std::atomic<bool>& stop, double duration_s,
+               const std::function<void()>& on_step = {});
+    std::vector<PublisherStats> stats() const;
+    int64_t steps() const { return step_; }
+
+  private:
+    struct Source;
+    explicit Attacher(const AttachOptions& options);
+    void on_live(Source& s, std::vector<zmq::message_t>& msg);
+    void on_replay(Source& s, std::vector<zmq::message_t>& msg);
+    void take(Source& s, uint64_t seq, const Frame& payload);
+    void start_replay(Source& s, uint64_t from, uint64_t until);
+    void finish_replay(Source& s);
+    void lose(Source& s, uint64_t batches);
+    void end_step();
+    void flush();
+
+    AttachOptions options_;
+    zmq::context_t ctx_;
+    std::vector<std::unique_ptr<Source>> sources_;
+    Probe* probe_ = nullptr;
+    int64_t step_ = 0;
+    std::vector<Event> out_;
+    KvEventBatch batch_;
+};
+
+}  // namespace kvscope::attach

@@ -1,0 +1,104 @@
+#include "attach/kv_publisher.h"
+
+#include "attach/wire_frames.h"
+
+namespace kvscope::attach {
+
+KvPublisher::KvPublisher(zmq::context_t& ctx, const PublisherOptions& options)
+    : options_(options), pub_(ctx, zmq::socket_type::pub) {}
+
+Result<std::unique_ptr<KvPublisher>> KvPublisher::create(zmq::context_t& ctx,
+                                                         const PublisherOptions& options) {
+    std::unique_ptr<KvPublisher> p(new KvPublisher(ctx, options));
+    try {
+        p->pub_.set(zmq::sockopt::sndhwm, options.send_queue);
+        p->pub_.set(zmq::sockopt::linger, 1000);
+        p->pub_.bind(options.endpoint);
+        if (!options.replay_endpoint.empty()) {
+            p->replay_ = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::router);
+            p->replay_->set(zmq::sockopt::linger, 1000);
+            p->replay_->set(zmq::sockopt::sndhwm, 0);
+            p->replay_->bind(options.replay_endpoint);
+        }
+    } catch (const zmq::error_t& e) {
+        return Error{"cannot publish on " + options.endpoint +
+                     (options.replay_endpoint.empty() ? "" : " / " + options.replay_endpoint) +
+                     ": " + e.what()};
+    }
+    return p;
+}
+
+Status KvPublisher::publish(const std::vector<uint8_t>& payload, bool withhold) {
+    const uint64_t seq = next_seq_++;
+    if (replay_) {
+        buffer_.emplace_back(seq, payload);
+        while (buffer_.size() > options_.replay_buffer)
+            buffer_.pop_front();
+    }
+    if (withhold) return {};
+    uint8_t seq_bytes[8];
+    put_seq(seq, seq_bytes);
+    try {
+        pub_.send(zmq::buffer(options_.topic), zmq::send_flags::sndmore);
+        pub_.send(zmq::buffer(seq_bytes, 8), zmq::send_flags::sndmore);
+        pub_.send(zmq::buffer(payload), zmq::send_flags::none);
+    } catch (const zmq::error_t& e) {
+        return Error{std::string("publish: ") + e.what()};
+    }
+    return {};
+}
+
+Status KvPublisher::publish_raw(const std::vector<std::vector<uint8_t>>& frames) {
+    try {
+        for (size_t i = 0; i < frames.size(); ++i)
+            pub_.send(zmq::buffer(frames[i]),
+                      i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    } catch (const zmq::error_t& e) {
+        return Error{std::string("publish: ") + e.what()};
+    }
+    return {};
+}
+
+int KvPublisher::serve_replay() {
+    if (!replay_) return 0;
+    int answered = 0;
+    for (;;) {
+        std::vector<zmq::message_t> request;
+        zmq::message_t part;
+        try {
+            if (!replay_->recv(part, zmq::recv_flags::dontwait)) break;
+            request.push_back(std::move(part));
+            while (request.back().more()) {
+                zmq::message_t next;
+                if (!replay_->recv(next, zmq::recv_flags::none)) break;
+                request.push_back(std::move(next));
+            }
+        } catch (const zmq::error_t&) {
+            break;
+        }
+        // [client id, b"", start seq]; anything else is ignored, as vLLM ignores it.
+        if (request.size() != 3 || request[1].size() != 0 || request[2].size() != 8) continue;
+        const uint64_t start = get_seq(static_cast<const uint8_t*>(request[2].data()));
+        auto send_reply = [&](uint64_t seq, const std::vector<uint8_t>& payload) {
+            uint8_t seq_bytes[8];
+            put_seq(seq, seq_bytes);
+            replay_->send(zmq::buffer(request[0].data(), request[0].size()),
+                          zmq::send_flags::sndmore);
+            replay_->send(zmq::message_t(), zmq::send_flags::sndmore);
+            if (!options_.replies_without_topic)
+                replay_->send(zmq::buffer(options_.topic), zmq::send_flags::sndmore);
+            replay_->send(zmq::buffer(seq_bytes, 8), zmq::send_flags::sndmore);
+            replay_->send(zmq::buffer(payload), zmq::send_flags::none);
+        };
+        try {
+            for (const auto& [seq, payload] : buffer_)
+                if (seq >= start) send_reply(seq, payload);
+            send_reply(kReplayEndSeq, {});
+        } catch (const zmq::error_t&) {
+        }
+        ++answered;
+    }
+    return answered;
+}
+
+}  // namespace kvscope::attach

@@ -1,0 +1,76 @@
+#include "attach/kv_trace.h"
+
+#include "sessions/session_reader.h"
+
+namespace kvscope::attach {
+
+uint64_t salt_trace_hash(uint64_t hash, int32_t rank, int64_t loop) {
+    if (rank == 0 && loop == 0) return hash;
+    // splitmix64 of (rank, loop): a different stream of hashes for each.
+    uint64_t z = (static_cast<uint64_t>(rank) << 40) ^ static_cast<uint64_t>(loop);
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return hash ^ (z ^ (z >> 31));
+}
+
+Result<KvTrace> kv_trace_from_session(const std::string& path) {
+    auto reader = SessionReader::open(path, false);
+    if (!reader) return reader.error();
+    SessionReader& r = **reader;
+    if (!r.info().publishers.empty())
+        return Error{path +
+                     " was recorded by attach, not by kvscope's engine: it has no "
+                     "serving run to publish"};
+    KvTrace trace;
+    trace.block_size = r.info().block_size;
+    trace.steps = r.last_step() + 1;
+    TimelineState state(r.info());
+    const auto bs = static_cast<size_t>(std::max(trace.block_size, 1));
+    auto events = r.events(r.first_step(), r.last_step());
+    if (!events) return events.error();
+    for (const Event& e : *events) {
+        state.apply(e);
+        if (e.kind == EventKind::kBlockHashed) {
+            const BlockState& b = state.blocks[static_cast<size_t>(e.block)];
+            auto owner = state.requests.find(b.alloc_owner);
+            KvEvent ev;
+            ev.type = KvEventType::kBlockStored;
+            ev.block_hashes.push_back(static_cast<uint64_t>(e.wide));
+            ev.block_size = trace.block_size;
+            if (owner != state.requests.end()) {
+                const RequestState& q = owner->second;
+                const auto logical = static_cast<size_t>(std::max(e.a, 0));
+                for (size_t t = logical * bs; t < (logical + 1) * bs && t < q.token_ids.size(); ++t)
+                    ev.token_ids.push_back(q.token_ids[t]);
+                if (logical > 0 && logical - 1 < q.block_table.size()) {
+                    int32_t parent = q.block_table[logical - 1];
+                    if (parent >= 0 && state.blocks[static_cast<size_t>(parent)].hash) {
+                        ev.has_parent = true;
+                        ev.parent_hash = *state.blocks[static_cast<size_t>(parent)].hash;
+                    }
+                }
+            }
+            trace.events.push_back(std::move(ev));
+        } else if (e.kind == EventKind::kBlockEvict) {
+            KvEvent ev;
+            ev.type = KvEventType::kBlockRemoved;
+            ev.block_hashes.push_back(static_cast<uint64_t>(e.wide));
+            trace.events.push_back(std::move(ev));
+        }
+    }
+    for (const BlockState& b : state.blocks)
+        if (b.hash) {
+            KvEvent ev;
+            ev.type = KvEventType::kBlockRemoved;
+            ev.block_hashes.push_back(*b.hash);
+            trace.events.push_back(std::move(ev));
+        }
+    if (trace.events.empty())
+        return Error{path +
+                     " has no prefix-cache blocks to publish (was it run with "
+                     "--prefix-cache off?)"};
+    return trace;
+}
+
+}  // namespace kvscope::attach

@@ -1,0 +1,32 @@
+#pragma once
+// KV events derived from a recorded kvscope serving run, as vLLM would have published them:
+// every block the run's prefix cache registered is a BlockStored (its hash, its parent's hash,
+// the tokens it holds), every block the cache dropped a BlockRemoved. The blocks, hashes and
+// token ids are the run's own. What `kvscope publish` sends, and what its tests check the
+// attached view against.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attach/kv_events.h"
+#include "base/result.h"
+
+namespace kvscope::attach {
+
+struct KvTrace {
+    std::vector<KvEvent> events;  // one block per BlockStored / BlockRemoved, in run order
+    int32_t block_size = 0;
+    int64_t steps = 0;
+};
+
+// Ends with a BlockRemoved for every block still cached when the run ended, so a trace sent
+// over and over (with salted hashes, see salt_trace_hash) holds a bounded cache.
+Result<KvTrace> kv_trace_from_session(const std::string& path);
+
+// The hash a block of loop `loop` on rank `rank` is sent under: the run's own hash for rank 0
+// on the first loop, a distinct one for every other (rank, loop), parents salted alike so the
+// chains stay chains.
+uint64_t salt_trace_hash(uint64_t hash, int32_t rank, int64_t loop);
+
+}  // namespace kvscope::attach
