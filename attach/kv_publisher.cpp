@@ -59,6 +59,14 @@ Status KvPublisher::publish_raw(const std::vector<std::vector<uint8_t>>& frames)
     return {};
 }
 
+std::string KvPublisher::endpoint() const {
+    return pub_.get(zmq::sockopt::last_endpoint);
+}
+
+std::string KvPublisher::replay_endpoint() const {
+    return replay_ ? replay_->get(zmq::sockopt::last_endpoint) : std::string();
+}
+
 int KvPublisher::serve_replay() {
     if (!replay_) return 0;
     int answered = 0;

@@ -39,6 +39,9 @@ class KvPublisher {
     // Answers the replay requests waiting, without blocking. Returns how many it answered.
     int serve_replay();
     uint64_t next_seq() const { return next_seq_; }
+    // Where the sockets are bound (the port filled in when the endpoint asked for any, "*").
+    std::string endpoint() const;
+    std::string replay_endpoint() const;
 
   private:
     KvPublisher(zmq::context_t& ctx, const PublisherOptions& options);

@@ -119,7 +119,8 @@ TEST(KvEventEncoder, EveryVariantRoundTrips) {
     in.events.push_back(c);
     for (WireFormat f : {WireFormat::kVllmArray, WireFormat::kVllmMap, WireFormat::kSglang})
         for (HashEncoding h : {HashEncoding::kInt, HashEncoding::kBytes}) {
-            SCOPED_TRACE(std::string(wire_format_name(f)) + (h == HashEncoding::kInt ? " int" : " bytes"));
+            SCOPED_TRACE(std::string(wire_format_name(f)) +
+                         (h == HashEncoding::kInt ? " int" : " bytes"));
             std::vector<uint8_t> wire;
             encode_kv_event_batch(in, f, h, wire);
             KvEventBatch out;
@@ -182,9 +183,11 @@ TEST(WireFrames, PublishedAndBothReplayReplyShapes) {
 
 TEST(WireFrames, MalformedFramesAreRefusedInOneLine) {
     std::string seven = "1234567", ok_seq = seq_bytes(1), x = "x", empty;
-    std::vector<std::vector<Frame>> published = {
-        {}, {frame(x)}, {frame(x), frame(ok_seq)}, {frame(x), frame(seven), frame(x)},
-        {frame(x), frame(ok_seq), frame(x), frame(x)}};
+    std::vector<std::vector<Frame>> published = {{},
+                                                 {frame(x)},
+                                                 {frame(x), frame(ok_seq)},
+                                                 {frame(x), frame(seven), frame(x)},
+                                                 {frame(x), frame(ok_seq), frame(x), frame(x)}};
     for (const auto& f : published) {
         auto r = parse_published(f);
         ASSERT_FALSE(r.ok());
@@ -192,11 +195,12 @@ TEST(WireFrames, MalformedFramesAreRefusedInOneLine) {
     }
     std::string end_seq = seq_bytes(kReplayEndSeq);
     std::vector<std::vector<Frame>> replies = {
-        {frame(x), frame(ok_seq), frame(x)},               // no empty delimiter
-        {frame(empty), frame(seven), frame(x)},            // short sequence
-        {frame(empty), frame(end_seq), frame(x)},          // end marker with a payload
+        {frame(x), frame(ok_seq), frame(x)},       // no empty delimiter
+        {frame(empty), frame(seven), frame(x)},    // short sequence
+        {frame(empty), frame(end_seq), frame(x)},  // end marker with a payload
         {frame(empty), frame(x)}};
-    for (const auto& f : replies) EXPECT_FALSE(parse_replay_reply(f).ok());
+    for (const auto& f : replies)
+        EXPECT_FALSE(parse_replay_reply(f).ok());
 }
 
 }  // namespace
