@@ -52,7 +52,8 @@ nlohmann::json stats_to_json(const std::vector<attach::PublisherStats>& stats, d
                          {"restarts", s.restarts},
                          {"removed_unknown", s.removed_unknown},
                          {"overflow", s.overflow},
-                         {"joined_at_seq", s.joined_at_seq}});
+                         {"joined_at_seq", s.joined_at_seq},
+                         {"batches_after_end", s.batches_after_end}});
     }
     return {{"ranks", ranks},
             {"seconds", seconds},
@@ -139,6 +140,12 @@ int run_attach(const AttachCliOptions& o) {
                          "replayable; what it holds may be incomplete\n",
                          terminal_safe(s.endpoint).c_str(), static_cast<long long>(s.batches_lost),
                          static_cast<long long>(s.events_lost));
+        if (s.batches_after_end > 0)
+            std::fprintf(stderr,
+                         "kvscope attach: %s: %lld batches arrived but were still queued when "
+                         "attach ended (not recorded)\n",
+                         terminal_safe(s.endpoint).c_str(),
+                         static_cast<long long>(s.batches_after_end));
         if (s.overflow > 0)
             std::fprintf(stderr,
                          "kvscope attach: %s: %lld blocks not tracked: more than "

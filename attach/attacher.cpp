@@ -329,6 +329,11 @@ Status Attacher::run(Probe* probe, const std::atomic<bool>& stop, double duratio
         }
         if (out_.size() > 4096) flush();
     }
+    // Whatever is still queued came after the end: counted, so nothing goes unreported.
+    const auto drain_until = Clock::now() + std::chrono::milliseconds(500);
+    for (const auto& s : sources_)
+        while (Clock::now() < drain_until && receive(s->sub, msg))
+            ++s->stats.batches_after_end;
     // A batch lost at the very end leaves no later sequence number to reveal it: ask each
     // replay socket for anything after the last batch seen.
     const auto tail_deadline = Clock::now() + std::chrono::milliseconds(options_.replay_timeout_ms);

@@ -36,7 +36,10 @@ struct AttachOptions {
     int32_t blocks_per_publisher = 65536;
     int32_t tick_ms = 100;
     int32_t replay_timeout_ms = 2000;
-    int32_t receive_queue = 1000000;  // ZeroMQ's high-water mark on each SUB socket
+    // ZeroMQ's high-water mark on each SUB socket, in batches: what may wait while attach is
+    // busy. Past it the publisher drops batches, which attach sees as gaps (filled from replay
+    // or reported lost); it bounds attach's memory (vLLM's batches are a few KiB).
+    int32_t receive_queue = 20000;
 };
 
 struct PublisherStats {
@@ -53,6 +56,8 @@ struct PublisherStats {
     int64_t stale = 0, restarts = 0;
     int64_t removed_unknown = 0, overflow = 0;
     uint64_t joined_at_seq = 0;  // the first sequence number heard
+    // Batches that had arrived but were still queued when attach ended: counted, not recorded.
+    int64_t batches_after_end = 0;
 };
 
 class Attacher {
