@@ -101,12 +101,16 @@ int publish(const PublishOptions& o) {
                  trace->events.size(), terminal_safe(session).c_str(), o.ranks,
                  o.ranks == 1 ? "" : "s", terminal_safe(o.endpoint).c_str(), o.format.c_str(),
                  o.hash.c_str(), o.rate, o.rate > 0 ? "" : " (unpaced)");
+    // Answers replay requests while waiting `ms`.
+    auto serve_for = [&](int ms) {
+        for (int waited = 0; waited < ms && !stop.load(); waited += 10) {
+            for (auto& p : pubs)
+                p->serve_replay();
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+    };
     // Subscribers connect after a bind; what is sent before they have is theirs to replay.
-    for (int waited = 0; waited < o.wait_ms && !stop.load(); waited += 10) {
-        for (auto& p : pubs)
-            p->serve_replay();
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    serve_for(o.wait_ms);
 
     using Clock = std::chrono::steady_clock;
     const auto start = Clock::now();
@@ -157,11 +161,7 @@ int publish(const PublishOptions& o) {
         }
     }
     // Late replay requests (a subscriber filling the last gaps) are still answered a moment.
-    for (int waited = 0; waited < o.wait_ms; waited += 10) {
-        for (auto& p : pubs)
-            p->serve_replay();
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    serve_for(o.wait_ms);
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     std::printf("events sent         %lld in %lld batches (%lld withheld from the live socket)\n",
                 static_cast<long long>(sent), static_cast<long long>(batches),
