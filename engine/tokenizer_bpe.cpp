@@ -215,6 +215,101 @@ bool punct_or(const Span& s, size_t p, std::string_view extra) {
 bool number_not_space(const Span& s, size_t p) {
     return s.number(p) && !s.space(p);
 }
+bool letter_not_space(const Span& s, size_t p) {
+    return s.letter(p) && !s.space(p);
+}
+bool punct_not_space(const Span& s, size_t p) {
+    return s.is(p, kPunct) && !s.space(p);
+}
+
+// \s?C+ for a class C that holds no whitespace, as std::regex finds it: a match starts at the
+// first position where C starts, or one whitespace character before that, and runs while C lasts.
+template <class Pred>
+void split_space_then_run(const Span& s, Pred member, std::vector<size_t>& out) {
+    Cutter c{out, s.begin};
+    for (size_t pos = s.begin; pos < s.end;) {
+        const size_t start = pos;
+        if (s.space(pos) && member(s, pos + 1)) {
+            ++pos;
+        } else if (!member(s, pos)) {
+            ++pos;
+            continue;
+        }
+        while (member(s, pos))
+            ++pos;
+        c.cut(start);
+        c.cut(pos);
+    }
+    c.cut(s.end);
+}
+
+// \s+$: the whitespace that ends the piece.
+void split_trailing_space(const Span& s, std::vector<size_t>& out) {
+    size_t first = s.end;
+    while (first > s.begin && s.space(first - 1))
+        --first;
+    Cutter c{out, s.begin};
+    c.cut(first);
+    c.cut(s.end);
+}
+
+// Inclusive code point ranges, ascending, for the bracket expressions DeepSeek's patterns spell
+// out literally.
+struct CodeRange {
+    uint32_t first, last;
+};
+template <size_t N>
+bool in_ranges(const CodeRange (&ranges)[N], uint32_t cp) {
+    auto it = std::upper_bound(std::begin(ranges), std::end(ranges), cp,
+                               [](uint32_t c, const CodeRange& r) { return c < r.first; });
+    return it != std::begin(ranges) && cp <= (it - 1)->last;
+}
+
+// deepseek-llm's [A-Za-z\u00b5\u00c0-\u00d6...\U0001e900-\U0001e943]: the cased letters (not CJK,
+// Arabic, Hebrew, Devanagari...: later stages take those or leave them be). The ranges as
+// llama.cpp's pattern writes them, merged where they touch; std::wregex compares code point
+// values. Written as numbers: the pattern's literal characters do not survive Unicode
+// normalization by editors (U+1F7D turns into U+03CE).
+// clang-format off
+constexpr CodeRange kDeepseekLetters[] = {
+    {0x0041, 0x005a}, {0x0061, 0x007a}, {0x00b5, 0x00b5}, {0x00c0, 0x00d6}, {0x00d8, 0x00f6},
+    {0x00f8, 0x01ba}, {0x01bc, 0x01bf}, {0x01c4, 0x0293}, {0x0295, 0x02af}, {0x0370, 0x0373},
+    {0x0376, 0x0377}, {0x037b, 0x037d}, {0x037f, 0x037f}, {0x0386, 0x0386}, {0x0388, 0x038a},
+    {0x038c, 0x038c}, {0x038e, 0x03a1}, {0x03a3, 0x03f5}, {0x03f7, 0x0481}, {0x048a, 0x052f},
+    {0x0531, 0x0556}, {0x10a0, 0x10c5}, {0x13a0, 0x13f5}, {0x13f8, 0x13fd}, {0x1c90, 0x1cba},
+    {0x1cbd, 0x1cbf}, {0x1d00, 0x1d2b}, {0x1d6b, 0x1d77}, {0x1d79, 0x1d9a}, {0x1e00, 0x1f15},
+    {0x1f18, 0x1f1d}, {0x1f20, 0x1f45}, {0x1f48, 0x1f4d}, {0x1f50, 0x1f57}, {0x1f59, 0x1f59},
+    {0x1f5b, 0x1f5b}, {0x1f5d, 0x1f5d}, {0x1f5f, 0x1f7d}, {0x1f80, 0x1fb4}, {0x1fb6, 0x1fbc},
+    {0x1fbe, 0x1fbe}, {0x1fc2, 0x1fc4}, {0x1fc6, 0x1fcc}, {0x1fd0, 0x1fd3}, {0x1fd6, 0x1fdb},
+    {0x1fe0, 0x1fec}, {0x1ff2, 0x1ff4}, {0x1ff6, 0x1ffc}, {0x2102, 0x2102}, {0x2107, 0x2107},
+    {0x210a, 0x2113}, {0x2115, 0x2115}, {0x2119, 0x211d}, {0x2124, 0x2124}, {0x2126, 0x2126},
+    {0x2128, 0x2128}, {0x212a, 0x212d}, {0x212f, 0x2134}, {0x2139, 0x2139}, {0x213c, 0x213f},
+    {0x2145, 0x2149}, {0x214e, 0x214e}, {0x2183, 0x2184}, {0x2c00, 0x2c7b}, {0x2c7e, 0x2ce4},
+    {0x2ceb, 0x2cee}, {0x2cf2, 0x2cf3}, {0xa640, 0xa66d}, {0xa680, 0xa69b}, {0xa722, 0xa76f},
+    {0xa771, 0xa787}, {0xa78b, 0xa78e}, {0xab70, 0xabbf}, {0xfb00, 0xfb06}, {0xfb13, 0xfb17},
+    {0xff21, 0xff3a}, {0xff41, 0xff5a}, {0x10400, 0x1044f}, {0x104b0, 0x104d3},
+    {0x104d8, 0x104fb}, {0x10c80, 0x10cb2}, {0x10cc0, 0x10cf2}, {0x118a0, 0x118df},
+    {0x1e900, 0x1e943},
+};
+// clang-format on
+// deepseek-llm's [!-/:-~\uff01-\uff0f\uff1a-\uff5e\u2018-\u201f\u3000-\u3002]. ':-~' spans the
+// ASCII letters too, so this stage cuts ASCII letters away from the non-ASCII letters the stage
+// before joined them with: "F\u00fchrer" becomes "F" "\u00fc" "hrer".
+constexpr CodeRange kDeepseekPunct[] = {{0x0021, 0x002f}, {0x003a, 0x007e}, {0x2018, 0x201f},
+                                        {0x3000, 0x3002}, {0xff01, 0xff0f}, {0xff1a, 0xff5e}};
+// Both DeepSeek patterns' [\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]: U+0800..U+9FA5 (far more
+// than CJK) and the Hangul syllables.
+constexpr CodeRange kDeepseekCjk[] = {{0x0800, 0x9fa5}, {0xac00, 0xd7ff}};
+
+// llama.cpp runs the patterns without \p{..} through std::wregex on the code points, with every
+// non-ASCII whitespace character replaced by U+000B first: the whitespace inside these ranges
+// (U+3000; U+1680, U+2000..U+200A, U+2028... below U+9FA5) is never a member.
+template <size_t N>
+auto listed(const CodeRange (&ranges)[N]) {
+    return [&ranges](const Span& s, size_t p) {
+        return s.in(p) && !s.space(p) && in_ranges(ranges, s.cp(p));
+    };
+}
 
 // Piece lengths (code points) of the whole text for one pre-tokenizer.
 std::vector<size_t> split_pieces(const CodePoints& text, BpePreTokenizer split) {
@@ -242,6 +337,23 @@ std::vector<size_t> split_pieces(const CodePoints& text, BpePreTokenizer split) 
         };
     };
     auto triples = [](const Span& s, std::vector<size_t>& out) { split_digit_triples(s, out); };
+    auto newlines = [](const Span& s, std::vector<size_t>& out) {
+        split_class(
+            s, [](const Span& t, size_t p) { return is_cr_or_lf(t.cp(p)); }, false, out);
+    };
+    auto space_then_run = [](auto member) {
+        return [member](const Span& s, std::vector<size_t>& out) {
+            split_space_then_run(s, member, out);
+        };
+    };
+    auto runs_of = [](auto member) {
+        return [member](const Span& s, std::vector<size_t>& out) {
+            split_class(s, member, true, out);
+        };
+    };
+    auto trailing_space = [](const Span& s, std::vector<size_t>& out) {
+        split_trailing_space(s, out);
+    };
     switch (split) {
         case BpePreTokenizer::kGpt2:
             stage(gpt2);
@@ -268,6 +380,21 @@ std::vector<size_t> split_pieces(const CodePoints& text, BpePreTokenizer split) 
         case BpePreTokenizer::kStarcoder:
             stage(numbers(false));
             stage(gpt2);
+            break;
+        case BpePreTokenizer::kDeepseekLlm:
+            stage(newlines);
+            stage(space_then_run(listed(kDeepseekLetters)));
+            stage(space_then_run(listed(kDeepseekPunct)));
+            stage(trailing_space);
+            stage(runs_of(listed(kDeepseekCjk)));
+            stage(numbers(true));
+            break;
+        case BpePreTokenizer::kDeepseekCoder:
+            stage(newlines);
+            stage(space_then_run(letter_not_space));
+            stage(space_then_run(punct_not_space));
+            stage(runs_of(listed(kDeepseekCjk)));
+            stage(numbers(false));
             break;
     }
     return pieces;
@@ -454,6 +581,10 @@ BpePreConfig bpe_pre_config(std::string_view pre) {
         c.has_bos = pre != "chatglm-bpe";
     } else if (any_of({"qwen2", "deepseek-r1-qwen", "megrez", "stablelm2"})) {
         c.split = BpePreTokenizer::kQwen2;
+    } else if (pre == "deepseek-llm") {
+        c.split = BpePreTokenizer::kDeepseekLlm;
+    } else if (pre == "deepseek-coder") {
+        c.split = BpePreTokenizer::kDeepseekCoder;
     } else if (pre == "falcon") {
         c.split = BpePreTokenizer::kFalcon;
     } else if (any_of({"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone",

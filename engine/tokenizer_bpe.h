@@ -24,7 +24,16 @@
 //   kFalcon    [\p{P}$+<=>^~|`]+ then kGpt2 then [0-9]{3} ("falcon")
 //   kStarcoder \p{N} then kGpt2 ("starcoder", "refact", "command-r", "smollm", "codeshell",
 //              "exaone", "minerva-7b")
-// Other names (llama.cpp also knows deepseek-*, poro-chat, bloom, gpt3-finnish, viking, tekken,
+//   kDeepseekLlm   [\r\n], then \s?[A-Za-z\u00b5\u00c0-\u00d6...]+ (84 ranges of cased letters),
+//                  then \s?[!-/:-~\uff01-\uff0f\uff1a-\uff5e\u2018-\u201f\u3000-\u3002]+, then
+//                  \s+$, then [\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+, then \p{N}+
+//                  ("deepseek-llm")
+//   kDeepseekCoder [\r\n], then \s?\p{L}+, then \s?\p{P}+, then the same [\u4e00-...]+, then
+//                  \p{N} ("deepseek-coder")
+//              Each stage splits the pieces of the one before. Neither lets a number take the
+//              space in front of it: " \u00bd" (the fraction 1/2, category No, so \p{N}) is two
+//              words, " " and "\u00bd", where GPT-2's " ?\p{N}+" makes one.
+// Other names (llama.cpp also knows deepseek-v3, poro-chat, bloom, gpt3-finnish, viking, tekken,
 // chameleon; it refuses unknown ones) use kGpt2 and say so in warnings().
 // Decoding differs from llama.cpp only for a character that is not one of the 256 byte images:
 // kvscope passes it through, llama.cpp writes "[UNK_BYTE_0x...]".
@@ -38,7 +47,16 @@
 
 namespace kvscope {
 
-enum class BpePreTokenizer { kGpt2, kLlama3, kQwen2, kDefault, kFalcon, kStarcoder };
+enum class BpePreTokenizer {
+    kGpt2,
+    kLlama3,
+    kQwen2,
+    kDefault,
+    kFalcon,
+    kStarcoder,
+    kDeepseekLlm,
+    kDeepseekCoder
+};
 
 // What a tokenizer.ggml.pre name means, with llama.cpp's per-name defaults.
 struct BpePreConfig {

@@ -420,6 +420,50 @@ TEST(BpePreTokenizer, MultiStagePatterns) {
     EXPECT_EQ(bpe_split_words("ab 12", BpePreTokenizer::kStarcoder), (Words{"ab", " ", "1", "2"}));
 }
 
+// DeepSeek's splits, as llama.cpp's unicode_regex_split makes them (llama.cpp c392e50). The
+// fraction U+00BD is \p{N}, and neither pattern lets a number take the space before it.
+TEST(BpePreTokenizer, DeepseekPatterns) {
+    const std::string half = "\xc2\xbd";
+    auto llm = [](std::string_view s) { return bpe_split_words(s, BpePreTokenizer::kDeepseekLlm); };
+    auto coder = [](std::string_view s) {
+        return bpe_split_words(s, BpePreTokenizer::kDeepseekCoder);
+    };
+    EXPECT_EQ(llm("ied 4 " + half + " months"), (Words{"ied", " ", "4", " ", half, " months"}));
+    EXPECT_EQ(coder("ied 4 " + half + " months"), (Words{"ied", " ", "4", " ", half, " months"}));
+    // \p{N}+ against \p{N}: deepseek-llm keeps digit runs, deepseek-coder splits every digit.
+    EXPECT_EQ(llm("3" + half + " cups"), (Words{"3" + half, " cups"}));
+    EXPECT_EQ(coder("3" + half + " cups"), (Words{"3", half, " cups"}));
+    // deepseek-llm's letter list has u-umlaut, but its punctuation stage's ':-~' takes ASCII
+    // letters, cutting them off again; deepseek-coder's \p{L} keeps the word whole.
+    EXPECT_EQ(llm("F\xc3\xbchrer"), (Words{"F", "\xc3\xbc", "hrer"}));
+    EXPECT_EQ(coder("F\xc3\xbchrer"), Words{"F\xc3\xbchrer"});
+    // Newlines one by one; CJK and Hangul runs; trailing spaces kept together.
+    const std::string cjk = "\xe4\xb8\xad\xe6\x96\x87", hangul = "\xed\x95\x9c\xea\xb5\xad";
+    EXPECT_EQ(llm("x  \n\n 12345 " + cjk + " " + hangul + "!!"),
+              (Words{"x", "  ", "\n", "\n", " ", "12345", " ", cjk, " ", hangul, "!!"}));
+    EXPECT_EQ(coder("x  \n\n 123 " + cjk + "!!"),
+              (Words{"x", "  ", "\n", "\n", " ", "1", "2", "3", " ", cjk, "!!"}));
+    EXPECT_EQ(llm("Hello, world!  "), (Words{"Hello", ",", " world", "!", "  "}));
+}
+
+TEST(BpeTokenizer, DeepseekKeepsTheSpaceBeforeAFractionApart) {
+    // " " + U+00BD: GPT-2's pre-tokenizer leaves one word that merges into one token; the
+    // DeepSeek ones give llama.cpp's two words, a space and the fraction.
+    auto v = bpe_vocab({{"\xc2", "\xbd"}, {" ", "\xc2\xbd"}, {"i", "e"}, {"ie", "d"}});
+    const Ids apart{' ', id_of(v, byte_level("\xc2\xbd"))};
+    for (const char* pre : {"deepseek-llm", "deepseek-coder"}) {
+        v.pre = pre;
+        auto t = make(v);
+        EXPECT_TRUE(t->warnings().empty()) << pre;
+        EXPECT_EQ(t->encode(" \xc2\xbd", false), apart) << pre;
+        EXPECT_EQ(t->encode("ied 4 \xc2\xbd", false),
+                  (Ids{id_of(v, "ied"), ' ', '4', ' ', apart[1]}))
+            << pre;
+    }
+    v.pre = "gpt-2";
+    EXPECT_EQ(make(v)->encode(" \xc2\xbd", false), Ids{id_of(v, byte_level(" \xc2\xbd"))});
+}
+
 // [SECTION] Construction errors
 
 std::string error_of(const TokenizerVocab& v) {
