@@ -35,8 +35,8 @@ void draw_chain(const AttachedIndex& x, const RunInfo& info, int32_t v, int leve
     }
     const PrefixNode& first = x.nodes[static_cast<size_t>(v)];
     const PrefixNode& end = x.nodes[static_cast<size_t>(last)];
-    std::string label = hash_hex(first.hash).substr(0, 8);
-    if (run > 1) label += ".." + hash_hex(end.hash).substr(0, 8);
+    std::string label = hash_hex(first.hash);
+    if (run > 1) label += " .. " + hash_hex(end.hash);
     label += "  " + std::to_string(run) + (run == 1 ? " block" : " blocks") + ", depth " +
              std::to_string(end.depth + 1) + ", " + std::to_string(end.path_tokens) + " tokens, " +
              std::to_string(first.chains) + (first.chains == 1 ? " chain" : " chains") +
@@ -96,8 +96,7 @@ void draw_prefix_tree_panel(UiContext& ctx) {
             ImGui::TableNextRow();
             ImGui::TableNextColumn();
             ImGui::PushID(v);
-            if (ImGui::Selectable(hash_hex(n.hash).substr(0, 12).c_str(),
-                                  ctx.view.selected_tree == n.tree,
+            if (ImGui::Selectable(hash_hex(n.hash).c_str(), ctx.view.selected_tree == n.tree,
                                   ImGuiSelectableFlags_SpanAllColumns))
                 ctx.view.selected_tree = n.tree;
             ImGui::PopID();
@@ -138,9 +137,9 @@ void draw_prefix_tree_panel(UiContext& ctx) {
                 ImGui::TableNextRow();
                 ImGui::TableNextColumn();
                 ImGui::PushID(i);
-                if (ImGui::Selectable(
-                        hash_hex(x.nodes[static_cast<size_t>(t.root)].hash).substr(0, 12).c_str(),
-                        ctx.view.selected_tree == i, ImGuiSelectableFlags_SpanAllColumns))
+                if (ImGui::Selectable(hash_hex(x.nodes[static_cast<size_t>(t.root)].hash).c_str(),
+                                      ctx.view.selected_tree == i,
+                                      ImGuiSelectableFlags_SpanAllColumns))
                     ctx.view.selected_tree = ctx.view.selected_tree == i ? -1 : i;
                 ImGui::PopID();
                 ImGui::TableNextColumn();
