@@ -78,6 +78,8 @@ void save_settings(const ViewState& v) {
 //   heatmap R L H   pick request R, layer L, head H for the heatmap
 //   zoom F          heatmap zoom factor
 //   kernels V       the Kernels panel's lower half: table | roofline
+//   search TEXT     the Deployment panel's search (a hash prefix or token ids; empty clears)
+//   pick-tree T     pick prefix tree T in the Prefix trees panel (-1: none)
 //   drop PATH       as if PATH were dropped on the window
 //   compare-align M 0: same step, 1: same progress of the selected request
 //   wait N          render N frames
@@ -289,6 +291,22 @@ std::string window_report(UiContext& ctx, int w, int h) {
       << ", \"widest_x1\": " << k.widest_x1 << ", \"widest_y0\": " << k.widest_y0
       << ", \"widest_y1\": " << k.widest_y1 << ", \"widest_color\": " << k.widest_color
       << ", \"roofline_points\": " << k.roofline_points << "}";
+    const auto& dep = ctx.drawn_deployment;
+    auto ints = [](const std::vector<int32_t>& v) {
+        std::string out = "[";
+        for (size_t i = 0; i < v.size(); ++i)
+            out += (i ? ", " : "") + std::to_string(v[i]);
+        return out + "]";
+    };
+    j << ",\n \"deployment\": {\"shown\": " << (dep.shown ? "true" : "false")
+      << ", \"publishers\": " << dep.publishers << ", \"held\": " << dep.held
+      << ", \"trees\": " << dep.trees << ", \"tracks\": " << dep.tracks
+      << ", \"search\": " << quoted(ctx.view.deploy_search)
+      << ", \"search_summary\": " << quoted(dep.search_summary)
+      << ", \"search_blocks\": " << ints(dep.search_blocks)
+      << ", \"search_blocks_per_publisher\": " << ints(dep.search_blocks_per_publisher)
+      << ", \"hovered_block\": " << dep.hovered_block << ", \"tooltip\": " << quoted(dep.tooltip)
+      << "}";
     j << ",\n \"eviction_log\": {\"rows\": " << ctx.drawn_log_rows
       << ", \"token_evictions\": " << ctx.drawn_log_token_evictions << "},\n \"panels\": [";
     bool first = true;
@@ -358,6 +376,10 @@ bool run_script_command(UiContext& ctx, Script& s, int w, int h, std::string& er
         std::string which;
         in >> which;
         ctx.view.kern_roofline = which == "roofline";
+    } else if (cmd == "search") {
+        std::getline(in >> std::ws, ctx.view.deploy_search);
+    } else if (cmd == "pick-tree") {
+        in >> ctx.view.selected_tree;
     } else if (cmd == "compare-align") {
         in >> ctx.view.compare_align;
     } else if (cmd == "drop") {
@@ -426,6 +448,19 @@ void draw_frame(UiContext& ctx, const WindowOptions& o, int w, int h, bool focus
         draw_memory_panel(ctx);
         place("Compare", left + 2 * third, top_h, third, bottom);
         draw_compare_panel(ctx);
+    } else if (ctx.attached()) {
+        // A deployment followed with `kvscope attach`: its ranks' blocks and prefix trees take
+        // the place of the engine's block pool, requests, kernels and attention.
+        place("Deployment", left, 0, mid, top_h);
+        draw_deployment_panel(ctx);
+        place("Prefix trees", left + mid, 0, right, top_h);
+        draw_prefix_tree_panel(ctx);
+        place("Timeline", left, top_h, mid, bottom);
+        draw_timeline_panel(ctx);
+        place("Memory", left + mid, top_h, right, bottom * 0.5f);
+        draw_memory_panel(ctx);
+        place("Evictions", left + mid, top_h + bottom * 0.5f, right, bottom * 0.5f);
+        draw_eviction_log_panel(ctx);
     } else {
         place("Block pool", left, 0, mid, top_h * 0.5f);
         draw_block_pool_panel(ctx);

@@ -23,6 +23,13 @@ uint32_t owner_color(int request, PaletteKind palette) {
     return kOkabeIto[static_cast<unsigned>(request) % 7];
 }
 
+uint32_t medium_color(int medium) {
+    // GPU, CPU, STORAGE, CPU_PINNED, DISK, EXTERNAL, then anything else.
+    constexpr uint32_t kMedia[] = {rgb(86, 180, 233), rgb(230, 159, 0), rgb(0, 114, 178),
+                                   rgb(240, 228, 66), rgb(0, 158, 115), rgb(204, 121, 167)};
+    return medium >= 0 && medium < 6 ? kMedia[medium] : rgb(154, 154, 154);
+}
+
 uint32_t shade(uint32_t c, float fill) {
     fill = std::clamp(fill, 0.0f, 1.0f);
     float k = 0.35f + 0.65f * fill;

@@ -11,6 +11,9 @@ enum class PaletteKind { kOkabeIto = 0, kTolMuted = 1 };
 uint32_t owner_color(int request, PaletteKind palette);
 // Blends a colour towards the background by `fill` in [0, 1] (1 = full colour).
 uint32_t shade(uint32_t color, float fill);
+// Where an attached deployment keeps a block (KvMedium as an int, GPU = 0): Okabe-Ito colours,
+// grey for media neither engine documents.
+uint32_t medium_color(int medium);
 // Viridis-like ramp for t in [0, 1].
 uint32_t heat_color(float t);
 

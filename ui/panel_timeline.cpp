@@ -72,22 +72,39 @@ void draw_timeline_panel(UiContext& ctx) {
         {"running", [](const StepSummary& s) { return static_cast<double>(s.running); }, 0xffb27200,
          "%.0f"},
     };
-    for (const Track& t : tracks) {
-        int64_t at = plot_track(t, steps, lo, hi, v.cursor, h);
-        if (at >= 0) {
-            if (ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left))
-                v.view_hi = -1;
-            else if (ImGui::IsMouseDown(ImGuiMouseButton_Left))
-                ctx.set_cursor(at);
-            if (ImGui::IsMouseClicked(ImGuiMouseButton_Right)) zoom_from = at;
-            if (ImGui::IsMouseReleased(ImGuiMouseButton_Right) && zoom_from >= 0 &&
-                at != zoom_from) {
-                v.view_lo = std::min(at, zoom_from);
-                v.view_hi = std::max(at, zoom_from);
-                zoom_from = -1;
-            }
+    auto follow = [&](int64_t at) {
+        if (at < 0) return;
+        if (ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left))
+            v.view_hi = -1;
+        else if (ImGui::IsMouseDown(ImGuiMouseButton_Left))
+            ctx.set_cursor(at);
+        if (ImGui::IsMouseClicked(ImGuiMouseButton_Right)) zoom_from = at;
+        if (ImGui::IsMouseReleased(ImGuiMouseButton_Right) && zoom_from >= 0 && at != zoom_from) {
+            v.view_lo = std::min(at, zoom_from);
+            v.view_hi = std::max(at, zoom_from);
+            zoom_from = -1;
         }
+    };
+    if (ctx.attached()) {
+        // An attached deployment has no engine steps to time or requests to count: per rank and
+        // medium, the blocks held (the attach/<rank>/<MEDIUM> metrics of each 100 ms tick).
+        ctx.drawn_deployment.tracks = 0;
+        const std::vector<int64_t>& at_steps = ctx.attached_steps();
+        for (const UiContext::AttachedSeries& series : ctx.attached_series()) {
+            Track t{series.label.c_str(), nullptr, medium_color(static_cast<int>(series.medium)),
+                    "%.0f"};
+            follow(plot_series(t, at_steps, series.values, lo, hi, v.cursor, h));
+            ++ctx.drawn_deployment.tracks;
+        }
+        text_disabled_wrapped("Blocks each rank holds per medium, out of its " +
+                              std::to_string(ctx.session->info().blocks_per_publisher()) +
+                              " slots. Showing steps " + std::to_string(lo) + ".." +
+                              std::to_string(hi) + ". Right-drag to zoom, double-click to reset.");
+        ImGui::End();
+        return;
     }
+    for (const Track& t : tracks)
+        follow(plot_track(t, steps, lo, hi, v.cursor, h));
     char limit_text[96] = "unknown (recorded before kvscope measured it)";
     if (limit > 0) std::snprintf(limit_text, sizeof limit_text, "%.1f GB/s", limit);
     text_disabled_wrapped(std::string("Bandwidth: bytes the ops moved over step time; red line: "

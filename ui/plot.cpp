@@ -11,7 +11,7 @@ namespace kvscope::ui {
 
 namespace {
 struct Columns {
-    const StepSummary* data = nullptr;
+    const void* data = nullptr;
     size_t size = 0;
     int64_t lo = 0, hi = 0;
     int columns = 0;
@@ -21,30 +21,56 @@ struct Columns {
 };
 
 // One entry per (track, data series); the UI runs on one thread.
-Columns& cached_columns(const char* label, const std::vector<StepSummary>* series) {
+Columns& cached_columns(const char* label, const void* series) {
     static std::map<std::pair<std::string, const void*>, Columns> cache;
     return cache[{label, series}];
 }
 
-// Index of the first summary with step >= s.
-size_t lower(const std::vector<StepSummary>& steps, int64_t s) {
-    return static_cast<size_t>(
-        std::lower_bound(steps.begin(), steps.end(), s,
-                         [](const StepSummary& a, int64_t v) { return a.step < v; }) -
-        steps.begin());
-}
-}  // namespace
+// A track's points: StepSummary rows (a Track's value of each), or steps with a value each.
+struct Summaries {
+    const std::vector<StepSummary>& rows;
+    const Track& track;
+    const void* key() const { return &rows; }
+    const void* data() const { return rows.data(); }
+    size_t size() const { return rows.size(); }
+    int64_t step(size_t i) const { return rows[i].step; }
+    double value(size_t i) const { return track.value(rows[i]); }
+};
+struct Values {
+    const std::vector<int64_t>& steps;
+    const std::vector<float>& values;
+    const void* key() const { return &values; }
+    const void* data() const { return values.data(); }
+    size_t size() const { return std::min(steps.size(), values.size()); }
+    int64_t step(size_t i) const { return steps[i]; }
+    double value(size_t i) const { return values[i]; }
+};
 
-int64_t plot_track(const Track& t, const std::vector<StepSummary>& steps, int64_t lo, int64_t hi,
-                   int64_t cursor, float height, const std::vector<StepSummary>* overlay) {
+// Index of the first point with step >= s.
+template <class Data>
+size_t lower(const Data& d, int64_t s) {
+    size_t a = 0, b = d.size();
+    while (a < b) {
+        size_t m = a + (b - a) / 2;
+        if (d.step(m) < s)
+            a = m + 1;
+        else
+            b = m;
+    }
+    return a;
+}
+
+template <class Data>
+int64_t plot(const Track& t, const Data& steps, int64_t lo, int64_t hi, int64_t cursor,
+             float height, const Data* overlay) {
     const float label_w = 150.0f * ImGui::GetIO().FontGlobalScale;
     ImVec2 origin = ImGui::GetCursorScreenPos();
     float width = std::max(50.0f, ImGui::GetContentRegionAvail().x - label_w);
     ImDrawList* dl = ImGui::GetWindowDrawList();
     size_t at = lower(steps, cursor);
     char value[64] = "-";
-    if (at < steps.size() && steps[at].step == cursor)
-        std::snprintf(value, sizeof value, t.format, t.value(steps[at]));
+    if (at < steps.size() && steps.step(at) == cursor)
+        std::snprintf(value, sizeof value, t.format, steps.value(at));
     dl->AddText(origin, 0xffd0d0d0, t.label);
     dl->AddText(ImVec2(origin.x, origin.y + ImGui::GetTextLineHeight()), t.color, value);
     ImVec2 p0(origin.x + label_w, origin.y);
@@ -59,11 +85,11 @@ int64_t plot_track(const Track& t, const std::vector<StepSummary>& steps, int64_
                static_cast<float>(static_cast<double>(s - lo) / static_cast<double>(hi - lo)) *
                    width;
     };
-    auto draw = [&](const std::vector<StepSummary>& data, uint32_t color) {
+    auto draw = [&](const Data& data, uint32_t color) {
         const int columns = static_cast<int>(width);
         // The per-column min / max only change with the data or the view; scrubbing moves just
         // the cursor, so a 100 000-step track is not walked again every frame.
-        Columns& col = cached_columns(t.label, &data);
+        Columns& col = cached_columns(t.label, data.key());
         if (col.data != data.data() || col.size != data.size() || col.lo != lo || col.hi != hi ||
             col.columns != columns || col.fixed_max != t.fixed_max) {
             col = Columns{data.data(), data.size(), lo, hi, columns,
@@ -72,14 +98,14 @@ int64_t plot_track(const Track& t, const std::vector<StepSummary>& steps, int64_
             size_t a = lower(data, lo), b = lower(data, hi + 1);
             if (vmax <= 0)
                 for (size_t i = a; i < b; ++i)
-                    vmax = std::max(vmax, t.value(data[i]));
+                    vmax = std::max(vmax, data.value(i));
             if (t.limit > 0) vmax = std::max(vmax, t.limit * 1.05);  // the limit stays in view
             if (vmax <= 0) vmax = 1;
             col.mn.assign(static_cast<size_t>(columns), 1e30f);
             col.mx.assign(static_cast<size_t>(columns), -1e30f);
             for (size_t i = a; i < b; ++i) {
-                int c = std::clamp(static_cast<int>(x_of(data[i].step) - p0.x), 0, columns - 1);
-                float v = static_cast<float>(t.value(data[i]) / vmax);
+                int c = std::clamp(static_cast<int>(x_of(data.step(i)) - p0.x), 0, columns - 1);
+                float v = static_cast<float>(data.value(i) / vmax);
                 col.mn[static_cast<size_t>(c)] = std::min(col.mn[static_cast<size_t>(c)], v);
                 col.mx[static_cast<size_t>(c)] = std::max(col.mx[static_cast<size_t>(c)], v);
             }
@@ -104,7 +130,7 @@ int64_t plot_track(const Track& t, const std::vector<StepSummary>& steps, int64_
     if (overlay) draw(*overlay, 0xff909090);
     draw(steps, t.color);
     if (t.limit > 0) {
-        const double vmax = cached_columns(t.label, &steps).vmax;
+        const double vmax = cached_columns(t.label, steps.key()).vmax;
         const float y = p1.y - static_cast<float>(t.limit / vmax) * (height - 2);
         dl->AddLine(ImVec2(p0.x, y), ImVec2(p1.x, y), 0xff4040ff, 1.5f);
     }
@@ -118,6 +144,21 @@ int64_t plot_track(const Track& t, const std::vector<StepSummary>& steps, int64_
                        static_cast<double>(mx - p0.x) / width * static_cast<double>(hi - lo) + 0.5);
     }
     return -1;
+}
+}  // namespace
+
+int64_t plot_track(const Track& t, const std::vector<StepSummary>& steps, int64_t lo, int64_t hi,
+                   int64_t cursor, float height, const std::vector<StepSummary>* overlay) {
+    Summaries main{steps, t};
+    if (!overlay) return plot(t, main, lo, hi, cursor, height, static_cast<Summaries*>(nullptr));
+    Summaries other{*overlay, t};
+    return plot(t, main, lo, hi, cursor, height, &other);
+}
+
+int64_t plot_series(const Track& t, const std::vector<int64_t>& steps,
+                    const std::vector<float>& values, int64_t lo, int64_t hi, int64_t cursor,
+                    float height) {
+    return plot(t, Values{steps, values}, lo, hi, cursor, height, static_cast<Values*>(nullptr));
 }
 
 }  // namespace kvscope::ui

@@ -23,5 +23,10 @@ struct Track {
 int64_t plot_track(const Track& track, const std::vector<StepSummary>& steps, int64_t lo,
                    int64_t hi, int64_t cursor, float height,
                    const std::vector<StepSummary>* overlay = nullptr);
+// The same for a series that is no StepSummary field: values[i] at steps[i] (steps ascending),
+// such as an attached publisher's blocks held on one medium. `track.value` is not used.
+int64_t plot_series(const Track& track, const std::vector<int64_t>& steps,
+                    const std::vector<float>& values, int64_t lo, int64_t hi, int64_t cursor,
+                    float height);
 
 }  // namespace kvscope::ui

@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "sessions/attached_index.h"
 #include "sessions/session_reader.h"
 #include "sessions/step_ops.h"
 #include "sessions/token_divergence.h"
@@ -46,6 +47,10 @@ struct ViewState {
     // Kernels panel: the part of the step shown (zoom 1 = all of it), from `kern_pan` (0..1).
     float kern_zoom = 1.0f, kern_pan = 0.0f;
     bool kern_roofline = false;  // the roofline chart instead of the table under the lane
+    // Attached deployments: the Deployment panel's search (a hash prefix or token ids) and the
+    // prefix tree picked in the Prefix trees panel (its blocks outlined in the block maps).
+    std::string deploy_search;
+    int32_t selected_tree = -1;
 };
 
 // Which of the shown runs a panel draws: the main one (selection, hover and the cursor live
@@ -128,6 +133,36 @@ class UiContext {
         int roofline_points = 0;  // op kinds placed on the roofline chart (when it is shown)
     } drawn_kernels;
 
+    // An attached deployment (RunInfo::publishers not empty: `kvscope attach`), whose blocks the
+    // Deployment and Prefix trees panels draw instead of requests, kernels and attention.
+    bool attached() const { return session && !session->info().publishers.empty(); }
+    // The main state's blocks as prefix trees, built once per state shown (not per frame).
+    const AttachedIndex& attached_index();
+    // What view.deploy_search finds in attached_index() (searched again when either changes).
+    const AttachedQuery& attached_query();
+    const AttachedMatch& attached_match();
+    // Per publisher and medium, the blocks held at every step (the attach/<p>/<MEDIUM> metric
+    // events), read once and extended as the session grows. A medium a step does not name held
+    // nothing then (the attacher leaves out media holding nothing).
+    struct AttachedSeries {
+        std::string label;
+        int32_t publisher = 0;
+        KvMedium medium = KvMedium::kGpu;
+        std::vector<float> values;  // one per attached_steps() entry
+    };
+    const std::vector<int64_t>& attached_steps();
+    const std::vector<AttachedSeries>& attached_series();
+    // What the Deployment panel last drew (the `dump` command reports it).
+    struct DeploymentGeometry {
+        bool shown = false;
+        int publishers = 0, held = 0, trees = 0, hot = 0, tracks = 0;
+        std::string search_summary;
+        std::vector<int32_t> search_blocks;                // capped at 1000
+        std::vector<int32_t> search_blocks_per_publisher;  // per publisher
+        int32_t hovered_block = -1;
+        std::string tooltip;  // the hovered block's tooltip, one line per row
+    } drawn_deployment;
+
     // The step summary at `side`'s cursor, or null when that step has no row (an idle gap).
     const StepSummary* step_summary(Side side = Side::kMain) const;
     // The ops (kernel events) of `side`'s step at its cursor, read once per step.
@@ -151,6 +186,19 @@ class UiContext {
 
   private:
     void update_compare_state();
+    // attached_index() and attached_match(), and the key they were made for.
+    struct AttachedCache {
+        std::tuple<SessionReader*, int64_t, uint64_t, size_t> key{nullptr, -2, 0, 0};
+        AttachedIndex index;
+        std::string searched = "\x01";  // nothing searched yet
+        uint64_t searched_build = 0, build = 0;
+        AttachedQuery query;
+        AttachedMatch match;
+        SessionReader* series_of = nullptr;
+        int64_t series_upto = -1;
+        std::vector<int64_t> steps;
+        std::vector<AttachedSeries> series;
+    } attached_;
     std::tuple<SessionReader*, SessionReader*, int64_t, int64_t> divergence_key_{nullptr, nullptr,
                                                                                  -1, -1};
     std::vector<TokenDivergence> divergences_;
@@ -200,6 +248,8 @@ void draw_kernels_panel(UiContext& ctx);
 void draw_timeline_panel(UiContext& ctx);
 void draw_memory_panel(UiContext& ctx);
 void draw_compare_panel(UiContext& ctx);
+void draw_deployment_panel(UiContext& ctx);
+void draw_prefix_tree_panel(UiContext& ctx);
 void draw_help_overlay(UiContext& ctx);
 
 }  // namespace kvscope::ui

@@ -698,5 +698,175 @@ TEST_F(Gui, KernelsPanelDrawsTheOpsOfTheSelectedStep) {
     EXPECT_EQ(kernels_panels, 1);
 }
 
+// An attached deployment's recording, written by the real Recorder as `kvscope attach` writes
+// one: two publishers of 8 slots each, kv_stored events with their chains and token ids, and the
+// attach/<rank>/<MEDIUM> metrics at the end of every step.
+struct AttachedSession {
+    static constexpr uint64_t kPrompt1 = 0x1111aaaa00000001ULL, kPrompt2 = 0x1111aaaa00000002ULL;
+    static constexpr uint64_t kOnlyB = 0x2222bbbb00000003ULL;  // rank 1 only, on the CPU
+    static constexpr int32_t kOnlyBSlot = 9;
+};
+
+std::string record_attached_session(const std::string& path) {
+    RunInfo info;
+    info.num_blocks = 16;
+    info.block_size = 4;
+    info.allocator = "attached";
+    info.backend = "attached";
+    info.publishers = {"tcp://a:1", "tcp://b:2"};
+    auto rec = Recorder::create(path, info);
+    EXPECT_TRUE(rec.ok()) << rec.error().message;
+    if (!rec.ok()) return "";
+    using A = AttachedSession;
+    std::array<std::array<int, kNumKvMedia>, 2> held{};
+    auto store = [&](int64_t step, int32_t slot, uint64_t hash, std::optional<uint64_t> parent,
+                     std::vector<int32_t> tokens, KvMedium medium) {
+        StoredBlock sb{parent.has_value(), parent.value_or(0), std::move(tokens)};
+        Event e;
+        e.kind = EventKind::kKvStored;
+        e.step = step;
+        e.block = slot;
+        e.a = info.publisher_of(slot);
+        e.b = static_cast<int32_t>(medium);
+        e.c = static_cast<int32_t>(sb.tokens.size());
+        e.wide = static_cast<int64_t>(hash);
+        encode_stored_block(sb, e.payload);
+        (*rec)->emit(std::move(e));
+        ++held[static_cast<size_t>(info.publisher_of(slot))][static_cast<size_t>(medium)];
+    };
+    auto end_step = [&](int64_t step) {
+        for (int p = 0; p < 2; ++p)
+            for (int m = 0; m < kNumKvMedia; ++m) {
+                if (held[static_cast<size_t>(p)][static_cast<size_t>(m)] == 0 && m != 0) continue;
+                Event e;
+                e.kind = EventKind::kMetric;
+                e.step = step;
+                e.text = "attach/" + std::to_string(p) + "/" +
+                         std::string(kv_medium_name(static_cast<KvMedium>(m)));
+                e.value = held[static_cast<size_t>(p)][static_cast<size_t>(m)];
+                (*rec)->emit(std::move(e));
+            }
+        Event end;
+        end.kind = EventKind::kStepEnd;
+        end.step = step;
+        end.value = 0.1;
+        (*rec)->emit(std::move(end));
+    };
+    // Step 0: rank 0 holds a two-block system prompt and two requests after it.
+    store(0, 0, A::kPrompt1, std::nullopt, {1, 2, 3, 4}, KvMedium::kGpu);
+    store(0, 1, A::kPrompt2, A::kPrompt1, {5, 6, 7, 8}, KvMedium::kGpu);
+    store(0, 2, 0x33, A::kPrompt2, {10, 11, 12, 13}, KvMedium::kGpu);
+    store(0, 3, 0x34, A::kPrompt2, {20, 21, 22, 23}, KvMedium::kGpu);
+    end_step(0);
+    // Step 1: rank 1 holds the prompt's first block, and a block of its own offloaded.
+    store(1, 8, A::kPrompt1, std::nullopt, {1, 2, 3, 4}, KvMedium::kGpu);
+    store(1, A::kOnlyBSlot, A::kOnlyB, A::kPrompt1, {40, 41, 42, 43}, KvMedium::kCpu);
+    end_step(1);
+    EXPECT_TRUE((*rec)->close().ok());
+    return path;
+}
+
+TEST_F(Gui, AttachedSessionShowsRanksTreesAndFindsBlocks) {
+    const std::string path = record_attached_session(dir_ + "/attached.kvs");
+    ASSERT_FALSE(path.empty());
+    auto check = kvscope({"check", path});
+    ASSERT_EQ(check.exit_code, 0) << check.out << check.err;
+    using A = AttachedSession;
+    char only_b[17];
+    std::snprintf(only_b, sizeof only_b, "%016llx", static_cast<unsigned long long>(A::kOnlyB));
+    std::string script = dir_ + "/a.txt";
+    test::write_file(
+        script, "seek 1\nwait 2\ndump " + dir_ + "/d0.json\nscreenshot " + dir_ +
+                    "/plain.png Deployment\n"
+                    // The hash by a prefix of its hex digits, as the tooltip shows it.
+                    "search " +
+                    std::string(only_b).substr(0, 10) + "\nwait 2\ndump " + dir_ +
+                    "/d1.json\nscreenshot " + dir_ + "/found.png Deployment\nhover-block " +
+                    std::to_string(A::kOnlyBSlot) + "\nwait 1\ndump " + dir_ +
+                    "/d2.json\n"
+                    // The system prompt's ids: all of it on rank 0, its first block only on rank 1.
+                    "search 1 2 3 4 5 6 7 8\nwait 2\ndump " +
+                    dir_ + "/d3.json\nsearch zz\npick-tree 0\nwait 2\ndump " + dir_ +
+                    "/d4.json\nquit\n");
+    for (const std::string size : {"1280x720", "1920x1080"}) {
+        const std::string w = size.substr(0, size.find('x')), h = size.substr(size.find('x') + 1);
+        for (const char* shot : {"/plain.png", "/found.png"})  // the last size's are checked
+            std::filesystem::remove(dir_ + shot);
+        auto r = kvscope({"replay", path, "--script", script, "--width", w, "--height", h});
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        auto d0 = nlohmann::json::parse(test::read_file(dir_ + "/d0.json"));
+        auto dep = d0["deployment"];
+        EXPECT_TRUE(dep["shown"].get<bool>()) << d0.dump();
+        EXPECT_EQ(dep["publishers"], 2);
+        EXPECT_EQ(dep["held"], 6);
+        EXPECT_EQ(dep["trees"], 1);   // every block hangs off the prompt's first
+        EXPECT_EQ(dep["tracks"], 3);  // rank 0 GPU, rank 1 GPU, rank 1 CPU
+        std::set<std::string> names;
+        for (const auto& p : d0["panels"]) {
+            names.insert(p["name"].get<std::string>());
+            EXPECT_TRUE(p["content_w"].get<double>() <= p["inner_w"].get<double>() + 1 ||
+                        p["scrollbar_x"].get<bool>())
+                << size << " " << p["name"] << " is cut off on the right: " << p.dump();
+            EXPECT_TRUE(p["content_h"].get<double>() <= p["inner_h"].get<double>() + 1 ||
+                        p["scrollbar_y"].get<bool>())
+                << size << " " << p["name"] << " is cut off at the bottom: " << p.dump();
+        }
+        EXPECT_TRUE(names.count("Deployment") && names.count("Prefix trees")) << d0.dump();
+        EXPECT_FALSE(names.count("Attention")) << "an attached session has no attention";
+        // The hash, found on rank 1 only, in the one slot holding it.
+        auto d1 = nlohmann::json::parse(test::read_file(dir_ + "/d1.json"))["deployment"];
+        EXPECT_EQ(d1["search_blocks"], nlohmann::json::array({A::kOnlyBSlot})) << d1.dump();
+        EXPECT_EQ(d1["search_blocks_per_publisher"], nlohmann::json::array({0, 1})) << d1.dump();
+        EXPECT_NE(d1["search_summary"].get<std::string>().find("rank 1"), std::string::npos);
+        // Its tooltip: hash, parent, medium, ids, step stored.
+        auto d2 = nlohmann::json::parse(test::read_file(dir_ + "/d2.json"))["deployment"];
+        EXPECT_EQ(d2["hovered_block"], A::kOnlyBSlot);
+        const std::string tip = d2["tooltip"];
+        for (const std::string& part :
+             {std::string("hash ") + only_b, std::string("parent "), std::string("medium CPU"),
+              std::string("40 41 42 43"), std::string("stored at step 1")})
+            EXPECT_NE(tip.find(part), std::string::npos) << part << " not in: " << tip;
+        auto d3 = nlohmann::json::parse(test::read_file(dir_ + "/d3.json"))["deployment"];
+        EXPECT_EQ(d3["search_blocks"], nlohmann::json::array({0, 1, 8})) << d3.dump();
+        EXPECT_EQ(d3["search_blocks_per_publisher"], nlohmann::json::array({2, 1}));
+        // A query that is neither: said so, nothing marked.
+        auto d4 = nlohmann::json::parse(test::read_file(dir_ + "/d4.json"))["deployment"];
+        EXPECT_TRUE(d4["search_blocks"].empty());
+        EXPECT_NE(d4["search_summary"].get<std::string>().find("not a block hash"),
+                  std::string::npos);
+    }
+    // The maps are coloured by medium (GPU sky blue, CPU orange; RGBA bytes little-endian), and
+    // a search dims what it did not find.
+    auto count = [](const Image& im, uint32_t rgb) {
+        size_t n = 0;
+        for (uint32_t p : im.px)
+            n += (p & 0xffffff) == rgb;
+        return n;
+    };
+    Image plain = load_png(dir_ + "/plain.png"), found = load_png(dir_ + "/found.png");
+    ASSERT_GT(plain.w, 100);
+    const uint32_t gpu = 0xe9b456, cpu = 0x009fe6;
+    EXPECT_GT(count(plain, gpu), 500u);
+    EXPECT_GT(count(plain, cpu), 100u);
+    EXPECT_LT(count(found, gpu), count(plain, gpu) / 4);  // every GPU block dimmed
+    EXPECT_GT(count(found, cpu), 100u);                   // the block found keeps its colour
+}
+
+// A session of kvscope's own engine keeps its usual panels and no Deployment panel.
+TEST_F(Gui, EngineSessionsShowNoDeploymentPanel) {
+    std::string script = dir_ + "/e.txt";
+    test::write_file(script, "wait 2\ndump " + dir_ + "/d.json\nquit\n");
+    auto r = kvscope({"replay", *sample_, "--script", script});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto d = nlohmann::json::parse(test::read_file(dir_ + "/d.json"));
+    EXPECT_FALSE(d["deployment"]["shown"].get<bool>());
+    std::set<std::string> names;
+    for (const auto& p : d["panels"])
+        names.insert(p["name"].get<std::string>());
+    EXPECT_TRUE(names.count("Block pool"));
+    EXPECT_FALSE(names.count("Deployment"));
+    EXPECT_FALSE(names.count("Prefix trees"));
+}
+
 }  // namespace
 }  // namespace kvscope
