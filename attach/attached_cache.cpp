@@ -11,9 +11,25 @@ AttachedCache::AttachedCache(int32_t publisher, int32_t first_block, int32_t cap
       capacity_(capacity),
       by_medium_(kNumKvMedia, 0) {
     free_.reserve(static_cast<size_t>(capacity));
-    for (int32_t b = first_block + capacity - 1; b >= first_block; --b)
-        free_.push_back(b);
+    free_all_slots();
     slots_.reserve(static_cast<size_t>(std::min(capacity, 1 << 16)));
+}
+
+void AttachedCache::free_all_slots() {
+    free_.clear();
+    for (int32_t b = first_block_ + capacity_ - 1; b >= first_block_; --b)
+        free_.push_back(b);
+}
+
+Event& AttachedCache::block_event(EventKind kind, int32_t block, KvMedium medium, uint64_t hash,
+                                  std::vector<Event>& out) const {
+    Event& e = out.emplace_back();
+    e.kind = kind;
+    e.block = block;
+    e.a = publisher_;
+    e.b = static_cast<int32_t>(medium);
+    e.wide = static_cast<int64_t>(hash);
+    return e;
 }
 
 void AttachedCache::store(const KvEvent& ev, size_t i, std::vector<Event>& out) {
@@ -23,12 +39,7 @@ void AttachedCache::store(const KvEvent& ev, size_t i, std::vector<Event>& out) 
     ++counts_.blocks_stored;
     if (!added) {  // stored again: one more reference to the same slot
         ++slot.refs;
-        Event& e = out.emplace_back();
-        e.kind = EventKind::kKvStored;
-        e.block = slot.block;
-        e.a = publisher_;
-        e.b = static_cast<int32_t>(ev.medium);
-        e.wide = static_cast<int64_t>(hash);
+        block_event(EventKind::kKvStored, slot.block, ev.medium, hash, out);
         return;
     }
     if (free_.empty()) {
@@ -50,13 +61,8 @@ void AttachedCache::store(const KvEvent& ev, size_t i, std::vector<Event>& out) 
     const size_t end = std::min(begin + per, ev.token_ids.size());
     stored.tokens.assign(ev.token_ids.begin() + static_cast<std::ptrdiff_t>(begin),
                          ev.token_ids.begin() + static_cast<std::ptrdiff_t>(end));
-    Event& e = out.emplace_back();
-    e.kind = EventKind::kKvStored;
-    e.block = slot.block;
-    e.a = publisher_;
-    e.b = static_cast<int32_t>(ev.medium);
+    Event& e = block_event(EventKind::kKvStored, slot.block, ev.medium, hash, out);
     e.c = static_cast<int32_t>(stored.tokens.size());
-    e.wide = static_cast<int64_t>(hash);
     encode_stored_block(stored, e.payload);
 }
 
@@ -68,13 +74,7 @@ void AttachedCache::remove(uint64_t hash, KvMedium medium, std::vector<Event>& o
     }
     ++counts_.blocks_removed;
     Slot& slot = it->second;
-    Event& e = out.emplace_back();
-    e.kind = EventKind::kKvRemoved;
-    e.block = slot.block;
-    e.a = publisher_;
-    e.b = static_cast<int32_t>(medium);
-    e.c = --slot.refs;
-    e.wide = static_cast<int64_t>(hash);
+    block_event(EventKind::kKvRemoved, slot.block, medium, hash, out).c = --slot.refs;
     if (slot.refs == 0) {
         free_.push_back(slot.block);
         --by_medium_[static_cast<size_t>(medium)];
@@ -113,19 +113,10 @@ void AttachedCache::clear(std::vector<Event>& out) {
         held_slots.emplace_back(slot.block, key);
     std::sort(held_slots.begin(), held_slots.end(),
               [](const auto& x, const auto& y) { return x.first < y.first; });
-    for (const auto& [block, key] : held_slots) {
-        Event& e = out.emplace_back();
-        e.kind = EventKind::kKvRemoved;
-        e.block = block;
-        e.a = publisher_;
-        e.b = static_cast<int32_t>(key.medium);
-        e.c = 0;
-        e.wide = static_cast<int64_t>(key.hash);
-    }
+    for (const auto& [block, key] : held_slots)
+        block_event(EventKind::kKvRemoved, block, key.medium, key.hash, out).c = 0;
     slots_.clear();
-    free_.clear();
-    for (int32_t b = first_block_ + capacity_ - 1; b >= first_block_; --b)
-        free_.push_back(b);
+    free_all_slots();
     std::fill(by_medium_.begin(), by_medium_.end(), 0);
 }
 

@@ -56,6 +56,10 @@ class AttachedCache {
     };
     void store(const KvEvent& ev, size_t i, std::vector<Event>& out);
     void remove(uint64_t hash, KvMedium medium, std::vector<Event>& out);
+    // Appends a kv_* event naming one of this publisher's slots.
+    Event& block_event(EventKind kind, int32_t block, KvMedium medium, uint64_t hash,
+                       std::vector<Event>& out) const;
+    void free_all_slots();  // every slot free, the lowest on top
 
     int32_t publisher_, first_block_, capacity_;
     std::unordered_map<Key, Slot, KeyHash> slots_;

@@ -121,8 +121,7 @@ void Attacher::lose(Source& s, uint64_t batches) {
         static_cast<int64_t>(std::llround(per * static_cast<double>(s.stats.batches_lost)));
 }
 
-void Attacher::take(Source& s, uint64_t seq, const Frame& payload) {
-    (void)seq;
+void Attacher::take(Source& s, const Frame& payload) {
     Status decoded = decode_kv_event_batch(payload.data, payload.size, batch_);
     if (!decoded) {
         ++s.stats.malformed_frames;
@@ -137,13 +136,17 @@ void Attacher::take(Source& s, uint64_t seq, const Frame& payload) {
     s.cache.apply(batch_, out_);
 }
 
-void Attacher::start_replay(Source& s, uint64_t from, uint64_t until) {
+void Attacher::open_gap(Source& s, uint64_t from, uint64_t until) {
     ++s.stats.gaps;
-    if (!s.replay) {
+    if (s.replay)
+        start_replay(s, from, until, false);
+    else
         lose(s, until - from);
-        return;
-    }
+}
+
+void Attacher::start_replay(Source& s, uint64_t from, uint64_t until, bool tail_check) {
     s.replaying = true;
+    s.tail_check = tail_check;
     s.fill_next = from;
     s.fill_until = until;
     s.fill_lost = false;
@@ -194,17 +197,12 @@ void Attacher::on_live(Source& s, std::vector<zmq::message_t>& msg) {
         return;
     }
     const uint64_t seq = published->seq;
-    const bool first = !s.seq.started();
     SeqResult r = s.seq.see(seq);
     switch (r.verdict) {
         case SeqVerdict::kFirst:
             s.stats.joined_at_seq = seq;
             // A late joiner recovers what the replay buffer still has.
-            if (first && seq > 0 && s.replay) {
-                start_replay(s, 0, seq);
-                s.pending.push_back(std::move(msg));
-                return;
-            }
+            if (seq > 0 && s.replay) open_gap(s, 0, seq);
             break;
         case SeqVerdict::kNext:
             break;
@@ -216,18 +214,14 @@ void Attacher::on_live(Source& s, std::vector<zmq::message_t>& msg) {
             s.cache.clear(out_);
             break;
         case SeqVerdict::kGap:
-            if (s.replay) {
-                start_replay(s, r.missing_from, seq);
-                if (s.replaying) {
-                    s.pending.push_back(std::move(msg));
-                    return;
-                }
-            } else {
-                start_replay(s, r.missing_from, seq);  // counts the gap and its loss
-            }
+            open_gap(s, r.missing_from, seq);
             break;
     }
-    take(s, seq, published->payload);
+    if (s.replaying) {  // this batch waits until the gap before it is filled
+        s.pending.push_back(std::move(msg));
+        return;
+    }
+    take(s, published->payload);
 }
 
 void Attacher::on_replay(Source& s, std::vector<zmq::message_t>& msg) {
@@ -247,7 +241,7 @@ void Attacher::on_replay(Source& s, std::vector<zmq::message_t>& msg) {
         lose(s, reply->seq - s.fill_next);
         s.fill_lost = true;
     }
-    take(s, reply->seq, reply->payload);
+    take(s, reply->payload);
     s.fill_next = reply->seq + 1;
 }
 
@@ -338,12 +332,8 @@ Status Attacher::run(Probe* probe, const std::atomic<bool>& stop, double duratio
     // replay socket for anything after the last batch seen.
     const auto tail_deadline = Clock::now() + std::chrono::milliseconds(options_.replay_timeout_ms);
     for (const auto& s : sources_)
-        if (s->replay && s->seq.started() && !s->replaying) {
-            const uint64_t next = s->seq.expected();
-            start_replay(*s, next, UINT64_MAX);
-            --s->stats.gaps;  // not a gap unless something turns up
-            s->tail_check = true;
-        }
+        if (s->replay && s->seq.started() && !s->replaying)
+            start_replay(*s, s->seq.expected(), UINT64_MAX, true);
     for (;;) {
         bool waiting = false;
         for (const auto& s : sources_) {

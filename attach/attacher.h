@@ -80,8 +80,12 @@ class Attacher {
     explicit Attacher(const AttachOptions& options);
     void on_live(Source& s, std::vector<zmq::message_t>& msg);
     void on_replay(Source& s, std::vector<zmq::message_t>& msg);
-    void take(Source& s, uint64_t seq, const Frame& payload);
-    void start_replay(Source& s, uint64_t from, uint64_t until);
+    void take(Source& s, const Frame& payload);
+    // A gap [from, until): counted, then asked of the replay socket, or lost without one.
+    void open_gap(Source& s, uint64_t from, uint64_t until);
+    // `tail_check`: an open-ended look for batches after the last one (no gap unless some
+    // turn up).
+    void start_replay(Source& s, uint64_t from, uint64_t until, bool tail_check);
     void finish_replay(Source& s);
     void lose(Source& s, uint64_t batches);
     void end_step();

@@ -224,7 +224,6 @@ bool event_type(std::string_view tag, KvEventType& type) {
 // One event into batch.events, or counted as unknown / malformed.
 void read_event(const Obj& o, KvEventBatch& batch) {
     KvEvent& ev = batch.events.emplace_back();
-    ev = KvEvent{};
     EventReader r{ev, batch};
     bool ok = true;
     if (o.type == msgpack::type::ARRAY && o.via.array.size >= 1 && is_str(o.via.array.ptr[0])) {

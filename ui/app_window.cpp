@@ -455,12 +455,6 @@ void draw_frame(UiContext& ctx, const WindowOptions& o, int w, int h, bool focus
         draw_deployment_panel(ctx);
         place("Prefix trees", left + mid, 0, right, top_h);
         draw_prefix_tree_panel(ctx);
-        place("Timeline", left, top_h, mid, bottom);
-        draw_timeline_panel(ctx);
-        place("Memory", left + mid, top_h, right, bottom * 0.5f);
-        draw_memory_panel(ctx);
-        place("Evictions", left + mid, top_h + bottom * 0.5f, right, bottom * 0.5f);
-        draw_eviction_log_panel(ctx);
     } else {
         place("Block pool", left, 0, mid, top_h * 0.5f);
         draw_block_pool_panel(ctx);
@@ -471,6 +465,8 @@ void draw_frame(UiContext& ctx, const WindowOptions& o, int w, int h, bool focus
         draw_kernels_panel(ctx);
         place("Attention", left + mid, 0, right, top_h);
         draw_heatmap_panel(ctx);
+    }
+    if (!ctx.compare) {  // one run, engine or attached: the same bottom row
         place("Timeline", left, top_h, mid, bottom);
         draw_timeline_panel(ctx);
         place("Memory", left + mid, top_h, right, bottom * 0.5f);
