@@ -51,13 +51,15 @@ void over_row_tiles(int n_rows, Fn&& fn) {
 }
 
 // Calls tile.template operator()<W>(o) for weight rows [o, o + W) over [begin, end): tiles of
-// kTileWeights, then one by one. A single input row (decode) goes one weight row at a time:
-// measured on Qwen2.5-0.5B's shape, tiles of 2 or 4 weight rows ran decode at a third of the
-// speed of one (14 vs 48 tokens/s for Q8_0 on one thread), tiles of 4 help prefill.
-template <int R, class Fn>
+// kTileWeights, then one by one. A single input row (decode) is tiled only when kDecodeTiles:
+// fast mode's integer block dots ran decode fastest one weight row at a time (Q8_0, one thread,
+// Qwen2.5-0.5B's shape: 48 tokens/s, tiles of 4 rows 44), while exact mode's single fp32 chain
+// per row waits on its fused multiply-adds and gains from four independent rows (F16 20 -> 28,
+// with the next tile's rows prefetched: see register_tile).
+template <int R, bool kDecodeTiles, class Fn>
 void over_weight_tiles(int64_t begin, int64_t end, Fn&& tile) {
     int64_t o = begin;
-    if constexpr (R > 1)
+    if constexpr (R > 1 || kDecodeTiles)
         for (; o + kTileWeights <= end; o += kTileWeights)
             tile.template operator()<kTileWeights>(o);
     for (; o < end; ++o)
@@ -259,6 +261,15 @@ template <class F, int R, int W>
     Lanes acc[R][W] = {};
     for (int g = 0; g < groups; ++g) {
         typename F::Scale sc[W];
+        // Decode walks W rows side by side, each only row_bytes long: too short a stream for
+        // the hardware prefetcher to follow (four rows without this ran at half of one row's
+        // speed), so each new cache line of the next tile's rows is asked for here.
+        if constexpr (R == 1 && W > 1)
+            if ((g * F::kBytes) % 64 < F::kBytes)
+                for (int j = 0; j < W; ++j)
+                    _mm_prefetch(
+                        reinterpret_cast<const char*>(wr[j] + W * w.row_bytes + g * F::kBytes),
+                        _MM_HINT_T0);
 #pragma GCC unroll 8
         for (int j = 0; j < W; ++j)
             sc[j] = F::scale(wr[j] + g * F::kBytes);
@@ -317,11 +328,11 @@ void matmul_exact(ThreadPool& pool, const float* x, int n_rows, const Matrix& w,
             const float* xs = x + static_cast<int64_t>(r) * k;
             float* os = out + static_cast<int64_t>(r) * w.rows;
             if (registers) {
-                over_weight_tiles<R>(
+                over_weight_tiles<R, true>(
                     begin, end, [&]<int W>(int64_t o) { typed_register_tile<R, W>(xs, w, o, os); });
                 return;
             }
-            over_weight_tiles<R>(
+            over_weight_tiles<R, false>(
                 begin, end, [&]<int W>(int64_t o) { exact_tile<R, W>(xs, rd, o, os, scratch); });
         });
     });
@@ -332,10 +343,14 @@ void matmul_exact(ThreadPool& pool, const float* x, int n_rows, const Matrix& w,
 // ---------------------------------------------------------------------------------------------
 
 // One 32-value block of an activation row as llama.cpp's Q8_0 holds it: d = max|x| / 127 kept
-// as fp16 (here its fp32 value), codes round(x * 127 / max|x|), ties to even.
+// as fp16 (here its fp32 value), codes round(x * 127 / max|x|), ties to even. Beside it, for
+// each group of four codes, minus their sum times 8: Q4_0's integer block dot starts from these,
+// so its stored nibbles (q + 8) enter the unsigned side of the byte multiply with no sign fix-up
+// per block. The lanes are the same exact integers either way.
 struct ActivationBlock {
     float d;
     int8_t q[32];
+    int32_t minus8_sums[8];
 };
 
 void quantize_activations(const float* x, int k, ActivationBlock* out) {
@@ -348,6 +363,11 @@ void quantize_activations(const float* x, int k, ActivationBlock* out) {
         out[b].d = fp16_to_f32(f32_to_fp16(amax / 127.0f));
         for (int i = 0; i < 32; ++i)
             out[b].q[i] = static_cast<int8_t>(std::nearbyint(v[i] * id));
+        for (int l = 0; l < 8; ++l) {
+            const int32_t sum =
+                out[b].q[4 * l] + out[b].q[4 * l + 1] + out[b].q[4 * l + 2] + out[b].q[4 * l + 3];
+            out[b].minus8_sums[l] = -8 * sum;
+        }
     }
 }
 
@@ -361,8 +381,19 @@ inline float reduce_lanes_fast(Lanes a) {
 }
 
 #if defined(__AVX2__)
-// The block's 32 weight codes as signed bytes: Q8_0 as stored, Q4_0 nibbles (low ones first)
-// minus 8.
+#if defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))
+constexpr bool kByteDotAccumulates = true;
+#else
+constexpr bool kByteDotAccumulates = false;
+#endif
+// Q4_0's nibbles fit the unsigned side even where the byte multiply saturates pairs at int16
+// (no VNNI). Q8_0 bytes + 128 would need VNNI and an extra xor per block; measured (Qwen2.5-0.5B's
+// shape, one thread) Q4_0 decode went 55 -> 57 tokens/s this way, Q8_0 no faster.
+template <GgmlType T>
+constexpr bool kOffsetCodes = T == GgmlType::Q4_0;
+
+// The block's 32 weight codes: Q8_0 as stored (signed), Q4_0 nibbles as stored (q + 8, low ones
+// first).
 template <GgmlType T>
 inline __m256i weight_codes(const uint8_t* blk) {
     if constexpr (T == GgmlType::Q8_0) {
@@ -370,18 +401,26 @@ inline __m256i weight_codes(const uint8_t* blk) {
     } else {
         const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
         const __m256i both = _mm256_set_m128i(_mm_srli_epi16(b, 4), b);
-        return _mm256_sub_epi8(_mm256_and_si256(both, _mm256_set1_epi8(0x0f)), _mm256_set1_epi8(8));
+        return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
     }
 }
-// Eight int32 lanes, lane l the sum of products 4l .. 4l+3: exact integers, so every
-// instruction sequence that forms them (VNNI or not) gives the same lanes.
-inline __m256i dot_lanes(__m256i w, __m256i x) {
-    const __m256i aw = _mm256_sign_epi8(w, w), sx = _mm256_sign_epi8(x, w);
-#if defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw, sx);
-#else
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), _mm256_set1_epi16(1));
-#endif
+// Eight int32 lanes, lane l the sum of products 4l .. 4l+3 of the block's weight and activation
+// codes: exact integers, so every instruction sequence that forms them gives the same lanes.
+template <GgmlType T>
+inline __m256i dot_lanes(__m256i w, const ActivationBlock& xb) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q));
+    if constexpr (kOffsetCodes<T>) {
+        const __m256i start = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.minus8_sums));
+        if constexpr (kByteDotAccumulates) {
+            return _mm256_dpbusd_epi32(start, w, x);
+        } else {
+            return _mm256_add_epi32(
+                start, _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1)));
+        }
+    } else {
+        const __m256i aw = _mm256_sign_epi8(w, w), sx = _mm256_sign_epi8(x, w);
+        return _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), _mm256_set1_epi16(1));
+    }
 }
 #else
 template <GgmlType T>
@@ -416,10 +455,9 @@ template <GgmlType T, int R, int W>
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
             const ActivationBlock& xb = xq[static_cast<int64_t>(r) * blocks + b];
-            const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q));
 #pragma GCC unroll 8
             for (int j = 0; j < W; ++j) {
-                const Lanes sum = (Lanes)_mm256_cvtepi32_ps(dot_lanes(qw[j], qx));
+                const Lanes sum = (Lanes)_mm256_cvtepi32_ps(dot_lanes<T>(qw[j], xb));
                 const float d = dw[j] * xb.d;
                 acc[r][j] = mul_add(acc[r][j], Lanes{d, d, d, d, d, d, d, d}, sum);
             }
@@ -466,7 +504,7 @@ void matmul_fast(ThreadPool& pool, const float* x, int n_rows, const Matrix& w, 
         over_row_tiles(n_rows, [&]<int R>(int r) {
             const ActivationBlock* xs = xq + static_cast<int64_t>(r) * blocks;
             float* os = out + static_cast<int64_t>(r) * w.rows;
-            over_weight_tiles<R>(begin, end, [&]<int W>(int64_t o) {
+            over_weight_tiles<R, false>(begin, end, [&]<int W>(int64_t o) {
                 if (w.type == GgmlType::Q8_0)
                     fast_tile<GgmlType::Q8_0, R, W>(xs, k, w, o, os);
                 else

@@ -2,6 +2,7 @@
 // for bit, for any batch and thread count; fast mode is batch- and thread-invariant and close.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -106,6 +107,68 @@ TEST(CpuMatmul, FastIsBatchAndThreadInvariantAndCloseToExact) {
             scale = std::max(scale, static_cast<double>(std::fabs(exact[i])));
         }
         EXPECT_LT(worst, 0.02 * scale) << name_of(type);
+    }
+}
+
+// Fast mode as its header describes it, one scalar at a time: 8-bit activation blocks, eight
+// integer lanes of four products per block, scaled by d_w * d_x into eight lanes, folded as
+// llama.cpp folds them. Whatever instructions the kernels use (sign tricks, unsigned nibbles
+// with offset sums, VNNI), each output must be these bits.
+float fast_reference(const Case& c, int o, const float* x) {
+    const int k = c.cols;
+    const int bytes = c.type == GgmlType::Q8_0 ? 34 : 18;
+    const uint8_t* row = c.m.row(o);
+    float acc[8] = {};
+    for (int b = 0; b < k / 32; ++b) {
+        const float* v = x + 32 * b;
+        float amax = 0.0f;
+        for (int i = 0; i < 32; ++i)
+            amax = std::max(amax, std::fabs(v[i]));
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        const float dx = fp16_to_f32(f32_to_fp16(amax / 127.0f));
+        const uint8_t* blk = row + static_cast<int64_t>(b) * bytes;
+        uint16_t h;
+        std::memcpy(&h, blk, 2);
+        const float d = fp16_to_f32(h) * dx;
+        for (int l = 0; l < 8; ++l) {
+            int32_t sum = 0;
+            for (int i = 4 * l; i < 4 * l + 4; ++i) {
+                const int qx = static_cast<int>(std::nearbyint(v[i] * id));
+                const int qw = c.type == GgmlType::Q8_0
+                                   ? static_cast<int8_t>(blk[2 + i])
+                                   : (i < 16 ? (blk[2 + i] & 0x0f) : (blk[2 + i - 16] >> 4)) - 8;
+                sum += qw * qx;
+            }
+#if defined(__FMA__)
+            acc[l] = std::fma(d, static_cast<float>(sum), acc[l]);
+#else
+            acc[l] = acc[l] + d * static_cast<float>(sum);
+#endif
+        }
+    }
+    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
+TEST(CpuMatmul, FastEqualsItsScalarDescriptionForQ8AndQ4) {
+    for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0}) {
+        for (int k : {32, 96, 896}) {
+            const int rows = 37;
+            Case c = make_case(type, rows, k, static_cast<uint64_t>(k) + 7);
+            std::vector<float> x = random_input(13, k, 9);
+            ThreadPool pool(2);
+            for (int n : {1, 6, 13}) {
+                std::vector<float> out(static_cast<size_t>(n) * rows);
+                matmul(pool, x.data(), n, c.m, out.data(), MatmulMode::kFast);
+                for (int r = 0; r < n; ++r)
+                    for (int o = 0; o < rows; ++o) {
+                        float want = fast_reference(c, o, &x[static_cast<size_t>(r) * k]);
+                        float got = out[static_cast<size_t>(r) * rows + o];
+                        ASSERT_EQ(std::memcmp(&want, &got, sizeof(float)), 0)
+                            << name_of(type) << " k=" << k << " n=" << n << " r=" << r << " o=" << o
+                            << ": " << want << " vs " << got;
+                    }
+            }
+        }
     }
 }
 
