@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 #include <vector>
 #if defined(__AVX2__)
@@ -14,6 +15,12 @@
 
 #include "engine/cpu_ops.h"
 #include "engine/thread_pool.h"
+
+// GCC 12 reports its own AVX-512 intrinsics (which start from a deliberately undefined register)
+// as maybe-uninitialized wherever they are inlined.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 namespace kvscope {
 
@@ -29,41 +36,84 @@ std::optional<MatmulMode> parse_matmul_mode(const std::string& name) {
 
 namespace {
 
-// 5 x 4 needs 25 vector registers: AVX-512VL's 32. With 16 (AVX2), 6 x 2 (15) fits. Measured
-// on 128-token prefill shapes of the bundled model: 5 x 4 is about 1.5x the old 4 x 2.
+// Tile shapes: input rows x weight rows held in registers.
+// - 8-lane tiles (exact mode's chunked path, and every path without AVX-512): 5 x 4 needs 25
+//   vector registers, AVX-512VL's 32; with 16 (AVX2), 6 x 2 (15) fits. Measured on 128-token
+//   prefill shapes of the bundled model: 5 x 4 is about 1.5x the old 4 x 2.
+// - 16-lane tiles (AVX-512, see register_tile): two weight rows share a register, so 6 x 8 is
+//   24 accumulators.
 #if defined(__AVX512VL__)
 constexpr int kTileRows = 5, kTileWeights = 4;
 #else
 constexpr int kTileRows = 6, kTileWeights = 2;
 #endif
+#if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__FMA__)
+constexpr bool kPairedLanes = true;
+constexpr int kPairedTileRows = 6, kPairedTileWeights = 8;
+#else
+constexpr bool kPairedLanes = false;
+constexpr int kPairedTileRows = kTileRows, kPairedTileWeights = kTileWeights;
+#endif
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__FMA__)
+constexpr int kFastTileRows = 4, kFastTileWeights = 8;
+#else
+constexpr int kFastTileRows = kTileRows, kFastTileWeights = kTileWeights;
+#endif
+// Weight rows side by side when there is one input row (decode): see over_weight_tiles.
+constexpr int kDecodeTileWeights = 4;
 
-// Calls fn.template operator()<R>(r) for input rows [r, r + R): full tiles of kTileRows, then
-// the one remainder size (1 .. kTileRows - 1) that is left.
-template <class Fn>
-void over_row_tiles(int n_rows, Fn&& fn) {
-    int r = 0;
-    for (; r + kTileRows <= n_rows; r += kTileRows)
-        fn.template operator()<kTileRows>(r);
+// Calls fn.template operator()<R>(r) for input rows [r, r + R) of [r0, r1): full tiles of
+// kRows, then the one remainder size (1 .. kRows - 1) that is left.
+template <int kRows, class Fn>
+void over_row_tiles(int r0, int r1, Fn&& fn) {
+    int r = r0;
+    for (; r + kRows <= r1; r += kRows)
+        fn.template operator()<kRows>(r);
     [&]<int... I>(std::integer_sequence<int, I...>) {
-        ((n_rows - r == I + 1 ? (fn.template operator()<I + 1>(r), 0) : 0), ...);
+        ((r1 - r == I + 1 ? (fn.template operator()<I + 1>(r), 0) : 0), ...);
     }
-    (std::make_integer_sequence<int, kTileRows - 1>{});
+    (std::make_integer_sequence<int, kRows - 1>{});
 }
 
-// Calls tile.template operator()<W>(o) for weight rows [o, o + W) over [begin, end): tiles of
-// kTileWeights, then one by one. A single input row (decode) is tiled only when kDecodeTiles:
-// fast mode's integer block dots ran decode fastest one weight row at a time (Q8_0, one thread,
-// Qwen2.5-0.5B's shape: 48 tokens/s, tiles of 4 rows 44), while exact mode's single fp32 chain
-// per row waits on its fused multiply-adds and gains from four independent rows (F16 20 -> 28,
-// with the next tile's rows prefetched: see register_tile).
-template <int R, bool kDecodeTiles, class Fn>
-void over_weight_tiles(int64_t begin, int64_t end, Fn&& tile) {
-    int64_t o = begin;
-    if constexpr (R > 1 || kDecodeTiles)
-        for (; o + kTileWeights <= end; o += kTileWeights)
-            tile.template operator()<kTileWeights>(o);
-    for (; o < end; ++o)
-        tile.template operator()<1>(o);
+// Input rows per pass over a thread's weight rows: as many as keep their activations in about
+// half of L2, so each weight tile, read once from memory, stays in L1 while every input row of
+// the pass goes past it (the other order streamed the whole matrix from L3 once per row tile).
+constexpr int64_t kActivationPassBytes = 512 * 1024;
+
+// Calls tile.template operator()<R, W>(r, o) over every input row tile [r, r + R) and weight
+// row tile [o, o + W) of [0, n_rows) x [begin, end), each output element exactly once (which
+// tile computes it never changes its value: every tile sums in the same order).
+// - Prefill: passes of input rows, in each pass weight tiles of kWeights (then one by one), in
+//   each weight tile every row tile of the pass.
+// - Decode (one input row): weight rows kDecodeTileWeights at a time when kDecodeTiles, else one
+//   by one: fast mode's integer block dots ran decode fastest one weight row at a time (Q8_0,
+//   one thread, Qwen2.5-0.5B's shape: 48 tokens/s, tiles of 4 rows 44), while exact mode's
+//   single fp32 chain per row waits on its fused multiply-adds and gains from four independent
+//   rows (F16 20 -> 28, with the next tile's rows prefetched: see register_tile).
+template <int kRows, int kWeights, bool kDecodeTiles, class Fn>
+void over_tiles(int n_rows, int64_t begin, int64_t end, int64_t activation_row_bytes, Fn&& tile) {
+    if (n_rows == 1) {
+        int64_t o = begin;
+        if constexpr (kDecodeTiles)
+            for (; o + kDecodeTileWeights <= end; o += kDecodeTileWeights)
+                tile.template operator()<1, kDecodeTileWeights>(0, o);
+        for (; o < end; ++o)
+            tile.template operator()<1, 1>(0, o);
+        return;
+    }
+    const int pass_rows = static_cast<int>(std::clamp<int64_t>(
+        kActivationPassBytes / std::max<int64_t>(1, activation_row_bytes) / kRows * kRows, kRows,
+        n_rows));
+    for (int r0 = 0; r0 < n_rows; r0 += pass_rows) {
+        const int r1 = std::min(n_rows, r0 + pass_rows);
+        int64_t o = begin;
+        for (; o + kWeights <= end; o += kWeights)
+            over_row_tiles<kRows>(
+                r0, r1, [&]<int R>(int r) { tile.template operator()<R, kWeights>(r, o); });
+        for (; o < end; ++o)
+            over_row_tiles<kRows>(r0, r1,
+                                  [&]<int R>(int r) { tile.template operator()<R, 1>(r, o); });
+    }
 }
 
 // One step of a tile: R input vectors at `i` against W weight vectors, into R*W accumulators.
@@ -89,8 +139,9 @@ template <int R, int W>
     const int k8 = k / 8 * 8;
     for (int r = 0; r < R; ++r) {
         float sums[W];
-        if constexpr (W == 4) {
-            fold_lanes4(acc[r], sums);
+        if constexpr (W % 4 == 0) {
+            for (int j = 0; j < W; j += 4)
+                fold_lanes4(&acc[r][j], &sums[j]);
         } else {
             for (int j = 0; j < W; ++j)
                 sums[j] = fold_lanes(acc[r][j]);
@@ -247,6 +298,24 @@ struct Q41Format {  // d * q + m, two roundings
     }
 };
 
+#if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__FMA__)
+// Two weight rows' values i .. i+7 in one 16-lane register (row j in lanes 0-7, row j+1 in
+// 8-15), each multiplied by the same eight inputs: every row's lanes take exactly the values and
+// the order of the 8-lane tile, so the bits are the same, at half the instructions.
+template <class F>
+inline __m512 load_pair(const uint8_t* g0, const uint8_t* g1, int s, typename F::Scale s0,
+                        typename F::Scale s1) {
+    if constexpr (std::is_same_v<F, F16Format>) {
+        const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g0));
+        const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g1));
+        return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_zextsi128_si256(lo), hi, 1));
+    } else {
+        return _mm512_insertf32x8(_mm512_zextps256_ps512((__m256)F::load(g0, s, s0)),
+                                  (__m256)F::load(g1, s, s1), 1);
+    }
+}
+#endif
+
 template <class F, int R, int W>
 [[gnu::always_inline]] inline void register_tile(const float* x, const Matrix& w, int64_t o,
                                                  float* out) {
@@ -258,6 +327,14 @@ template <class F, int R, int W>
     const float* xr[R];
     for (int r = 0; r < R; ++r)
         xr[r] = x + static_cast<int64_t>(r) * k;
+    constexpr bool kPairs = kPairedLanes && R > 1 && W % 2 == 0;
+    constexpr int P = kPairs ? W / 2 : 1;
+#if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__FMA__)
+    __m512 pairs[R][P];
+    for (int r = 0; r < R; ++r)
+        for (int p = 0; p < P; ++p)
+            pairs[r][p] = _mm512_setzero_ps();
+#endif
     Lanes acc[R][W] = {};
     for (int g = 0; g < groups; ++g) {
         typename F::Scale sc[W];
@@ -275,13 +352,39 @@ template <class F, int R, int W>
             sc[j] = F::scale(wr[j] + g * F::kBytes);
 #pragma GCC unroll 4
         for (int s = 0; s < F::kBlock / 8; ++s) {
-            Lanes vw[W];
+            if constexpr (kPairs) {
+#if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__FMA__)
+                __m512 vw[P];
 #pragma GCC unroll 8
-            for (int j = 0; j < W; ++j)
-                vw[j] = F::load(wr[j] + g * F::kBytes, s, sc[j]);
-            multiply_step<R, W>(acc, vw, xr, g * F::kBlock + 8 * s);
+                for (int p = 0; p < P; ++p)
+                    vw[p] = load_pair<F>(wr[2 * p] + g * F::kBytes, wr[2 * p + 1] + g * F::kBytes,
+                                         s, sc[2 * p], sc[2 * p + 1]);
+                const int i = g * F::kBlock + 8 * s;
+#pragma GCC unroll 8
+                for (int r = 0; r < R; ++r) {
+                    const __m512 vx = _mm512_broadcast_f32x8(_mm256_loadu_ps(xr[r] + i));
+#pragma GCC unroll 8
+                    for (int p = 0; p < P; ++p)
+                        pairs[r][p] = _mm512_fmadd_ps(vw[p], vx, pairs[r][p]);
+                }
+#endif
+            } else {
+                Lanes vw[W];
+#pragma GCC unroll 8
+                for (int j = 0; j < W; ++j)
+                    vw[j] = F::load(wr[j] + g * F::kBytes, s, sc[j]);
+                multiply_step<R, W>(acc, vw, xr, g * F::kBlock + 8 * s);
+            }
         }
     }
+#if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__FMA__)
+    if constexpr (kPairs)
+        for (int r = 0; r < R; ++r)
+            for (int p = 0; p < P; ++p) {
+                acc[r][2 * p] = (Lanes)_mm512_castps512_ps256(pairs[r][p]);
+                acc[r][2 * p + 1] = (Lanes)_mm512_extractf32x8_ps(pairs[r][p], 1);
+            }
+#endif
     // F16/BF16 rows may end in fewer than 8 values: converted one by one, added after the tree.
     const int tail = k - k8;
     float tails[W][8];
@@ -323,18 +426,21 @@ void matmul_exact(ThreadPool& pool, const float* x, int n_rows, const Matrix& w,
     const bool registers = in_registers(w.type);
     const WeightReader rd(w);
     pool.parallel_for(w.rows, cost, [&](int64_t begin, int64_t end) {
+        const int64_t row_bytes = static_cast<int64_t>(k) * 4;
+        if (registers) {
+            over_tiles<kPairedTileRows, kPairedTileWeights, true>(
+                n_rows, begin, end, row_bytes, [&]<int R, int W>(int r, int64_t o) {
+                    typed_register_tile<R, W>(x + static_cast<int64_t>(r) * k, w, o,
+                                              out + static_cast<int64_t>(r) * w.rows);
+                });
+            return;
+        }
         alignas(64) float scratch[kTileWeights * kChunk];
-        over_row_tiles(n_rows, [&]<int R>(int r) {
-            const float* xs = x + static_cast<int64_t>(r) * k;
-            float* os = out + static_cast<int64_t>(r) * w.rows;
-            if (registers) {
-                over_weight_tiles<R, true>(
-                    begin, end, [&]<int W>(int64_t o) { typed_register_tile<R, W>(xs, w, o, os); });
-                return;
-            }
-            over_weight_tiles<R, false>(
-                begin, end, [&]<int W>(int64_t o) { exact_tile<R, W>(xs, rd, o, os, scratch); });
-        });
+        over_tiles<kTileRows, kTileWeights, false>(
+            n_rows, begin, end, row_bytes, [&]<int R, int W>(int r, int64_t o) {
+                exact_tile<R, W>(x + static_cast<int64_t>(r) * k, rd, o,
+                                 out + static_cast<int64_t>(r) * w.rows, scratch);
+            });
     });
 }
 
@@ -351,6 +457,7 @@ struct ActivationBlock {
     float d;
     int8_t q[32];
     int32_t minus8_sums[8];
+    int32_t minus128_sums[8];  // the same for Q8_0 bytes + 128 (the 16-lane path)
 };
 
 void quantize_activations(const float* x, int k, ActivationBlock* out) {
@@ -367,6 +474,7 @@ void quantize_activations(const float* x, int k, ActivationBlock* out) {
             const int32_t sum =
                 out[b].q[4 * l] + out[b].q[4 * l + 1] + out[b].q[4 * l + 2] + out[b].q[4 * l + 3];
             out[b].minus8_sums[l] = -8 * sum;
+            out[b].minus128_sums[l] = -128 * sum;
         }
     }
 }
@@ -432,6 +540,77 @@ inline void weight_codes(const uint8_t* blk, int8_t out[32]) {
 }
 #endif
 
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__FMA__)
+// Two weight rows per 16-lane register: lanes 0-7 row j's, 8-15 row j+1's. The integer lanes
+// are the same exact sums as the 8-lane path's (weights enter the unsigned side as stored Q4_0
+// nibbles or Q8_0 bytes + 128, the dot starting from the activations' offset sums: there is no
+// 512-bit sign instruction), and each fp32 lane takes the same scaled sums in the same order, so
+// the bits are those of the 8-lane tile.
+template <GgmlType T>
+inline __m512i weight_code_pair(const uint8_t* blk0, const uint8_t* blk1) {
+    if constexpr (T == GgmlType::Q8_0) {
+        const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk0 + 2));
+        const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk1 + 2));
+        return _mm512_xor_si512(_mm512_inserti64x4(_mm512_zextsi256_si512(lo), hi, 1),
+                                _mm512_set1_epi8(-128));
+    } else {
+        // [codes j | codes j+1] -> nibbles [low j, low j+1, high j, high j+1] -> 128-bit lanes
+        // reordered to [low j, high j, low j+1, high j+1].
+        const __m256i both = _mm256_inserti128_si256(
+            _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk0 + 2))),
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk1 + 2)), 1);
+        const __m512i split = _mm512_and_si512(
+            _mm512_inserti64x4(_mm512_zextsi256_si512(both), _mm256_srli_epi16(both, 4), 1),
+            _mm512_set1_epi8(0x0f));
+        return _mm512_shuffle_i64x2(split, split, _MM_SHUFFLE(3, 1, 2, 0));
+    }
+}
+
+template <GgmlType T, int R, int W>
+[[gnu::always_inline]] inline void fast_tile_pairs(const ActivationBlock* xq, int blocks,
+                                                   const uint8_t* const (&wr)[W],
+                                                   Lanes (&acc)[R][W]) {
+    constexpr int kBytes = T == GgmlType::Q8_0 ? 34 : 18;
+    constexpr int P = W / 2;
+    __m512 pairs[R][P];
+    for (int r = 0; r < R; ++r)
+        for (int p = 0; p < P; ++p)
+            pairs[r][p] = _mm512_setzero_ps();
+    for (int b = 0; b < blocks; ++b) {
+        __m512i qw[P];
+        __m512 dw[P];
+#pragma GCC unroll 8
+        for (int p = 0; p < P; ++p) {
+            const uint8_t* blk0 = wr[2 * p] + b * kBytes;
+            const uint8_t* blk1 = wr[2 * p + 1] + b * kBytes;
+            qw[p] = weight_code_pair<T>(blk0, blk1);
+            dw[p] = _mm512_insertf32x8(_mm512_zextps256_ps512(_mm256_set1_ps(half_at(blk0))),
+                                       _mm256_set1_ps(half_at(blk1)), 1);
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+            const ActivationBlock& xb = xq[static_cast<int64_t>(r) * blocks + b];
+            const __m512i qx =
+                _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q)));
+            const __m512i start =
+                _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                    T == GgmlType::Q8_0 ? xb.minus128_sums : xb.minus8_sums)));
+            const __m512 dx = _mm512_set1_ps(xb.d);
+#pragma GCC unroll 8
+            for (int p = 0; p < P; ++p) {
+                const __m512 sum = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start, qw[p], qx));
+                pairs[r][p] = _mm512_fmadd_ps(_mm512_mul_ps(dw[p], dx), sum, pairs[r][p]);
+            }
+        }
+    }
+    for (int r = 0; r < R; ++r)
+        for (int p = 0; p < P; ++p) {
+            acc[r][2 * p] = (Lanes)_mm512_castps512_ps256(pairs[r][p]);
+            acc[r][2 * p + 1] = (Lanes)_mm512_extractf32x8_ps(pairs[r][p], 1);
+        }
+}
+#endif
+
 template <GgmlType T, int R, int W>
 [[gnu::always_inline]] inline void fast_tile(const ActivationBlock* xq, int k, const Matrix& w,
                                              int64_t o, float* out) {
@@ -442,26 +621,31 @@ template <GgmlType T, int R, int W>
     for (int j = 0; j < W; ++j)
         wr[j] = w.row(o + j);
     Lanes acc[R][W] = {};
-    for (int b = 0; b < blocks; ++b) {
-        float dw[W];
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__FMA__)
+    if constexpr (R > 1 && W % 2 == 0) {
+        fast_tile_pairs<T, R, W>(xq, blocks, wr, acc);
+    } else
+#endif
+        for (int b = 0; b < blocks; ++b) {
+            float dw[W];
 #if defined(__AVX2__)
-        __m256i qw[W];
-#pragma GCC unroll 8
-        for (int j = 0; j < W; ++j) {
-            const uint8_t* blk = wr[j] + b * kBytes;
-            dw[j] = half_at(blk);
-            qw[j] = weight_codes<T>(blk);
-        }
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) {
-            const ActivationBlock& xb = xq[static_cast<int64_t>(r) * blocks + b];
+            __m256i qw[W];
 #pragma GCC unroll 8
             for (int j = 0; j < W; ++j) {
-                const Lanes sum = (Lanes)_mm256_cvtepi32_ps(dot_lanes<T>(qw[j], xb));
-                const float d = dw[j] * xb.d;
-                acc[r][j] = mul_add(acc[r][j], Lanes{d, d, d, d, d, d, d, d}, sum);
+                const uint8_t* blk = wr[j] + b * kBytes;
+                dw[j] = half_at(blk);
+                qw[j] = weight_codes<T>(blk);
             }
-        }
+#pragma GCC unroll 8
+            for (int r = 0; r < R; ++r) {
+                const ActivationBlock& xb = xq[static_cast<int64_t>(r) * blocks + b];
+#pragma GCC unroll 8
+                for (int j = 0; j < W; ++j) {
+                    const Lanes sum = (Lanes)_mm256_cvtepi32_ps(dot_lanes<T>(qw[j], xb));
+                    const float d = dw[j] * xb.d;
+                    acc[r][j] = mul_add(acc[r][j], Lanes{d, d, d, d, d, d, d, d}, sum);
+                }
+            }
 #else
         int8_t qw[W][32];
         for (int j = 0; j < W; ++j) {
@@ -484,7 +668,7 @@ template <GgmlType T, int R, int W>
             }
         }
 #endif
-    }
+        }
     for (int r = 0; r < R; ++r)
         for (int j = 0; j < W; ++j)
             out[r * n_out + o + j] = reduce_lanes_fast(acc[r][j]);
@@ -501,16 +685,16 @@ void matmul_fast(ThreadPool& pool, const float* x, int n_rows, const Matrix& w, 
                              xq + static_cast<int64_t>(r) * blocks);
     const int64_t cost = static_cast<int64_t>(n_rows) * w.rows * w.cols / 4;
     pool.parallel_for(w.rows, cost, [&](int64_t begin, int64_t end) {
-        over_row_tiles(n_rows, [&]<int R>(int r) {
-            const ActivationBlock* xs = xq + static_cast<int64_t>(r) * blocks;
-            float* os = out + static_cast<int64_t>(r) * w.rows;
-            over_weight_tiles<R, false>(begin, end, [&]<int W>(int64_t o) {
+        over_tiles<kFastTileRows, kFastTileWeights, false>(
+            n_rows, begin, end, static_cast<int64_t>(blocks) * sizeof(ActivationBlock),
+            [&]<int R, int W>(int r, int64_t o) {
+                const ActivationBlock* xs = xq + static_cast<int64_t>(r) * blocks;
+                float* os = out + static_cast<int64_t>(r) * w.rows;
                 if (w.type == GgmlType::Q8_0)
                     fast_tile<GgmlType::Q8_0, R, W>(xs, k, w, o, os);
                 else
                     fast_tile<GgmlType::Q4_0, R, W>(xs, k, w, o, os);
             });
-        });
     });
 }
 

@@ -110,6 +110,27 @@ TEST(CpuMatmul, FastIsBatchAndThreadInvariantAndCloseToExact) {
     }
 }
 
+// Long rows: the activations of a tile of input rows outgrow a pass (kActivationPassBytes), so
+// the rows are taken in several passes over the weights; nothing may change.
+TEST(CpuMatmul, ExactIsTheSameWhenInputRowsTakeSeveralPasses) {
+    for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_K}) {
+        const int k = 16384, rows = 19;
+        Case c = make_case(type, rows, k, 21);
+        std::vector<float> x = random_input(14, k, 23);
+        ThreadPool pool(2);
+        std::vector<float> out(static_cast<size_t>(14) * rows);
+        matmul(pool, x.data(), 14, c.m, out.data());
+        for (int r = 0; r < 14; ++r)
+            for (int o = 0; o < rows; ++o) {
+                float want = dot(&c.dequantized[static_cast<size_t>(o) * k],
+                                 &x[static_cast<size_t>(r) * k], k);
+                float got = out[static_cast<size_t>(r) * rows + o];
+                ASSERT_EQ(std::memcmp(&want, &got, sizeof(float)), 0)
+                    << name_of(type) << " r=" << r << " o=" << o;
+            }
+    }
+}
+
 // Fast mode as its header describes it, one scalar at a time: 8-bit activation blocks, eight
 // integer lanes of four products per block, scaled by d_w * d_x into eight lanes, folded as
 // llama.cpp folds them. Whatever instructions the kernels use (sign tricks, unsigned nibbles
@@ -151,7 +172,7 @@ float fast_reference(const Case& c, int o, const float* x) {
 
 TEST(CpuMatmul, FastEqualsItsScalarDescriptionForQ8AndQ4) {
     for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0}) {
-        for (int k : {32, 96, 896}) {
+        for (int k : {32, 96, 896, 16384}) {  // the last takes several passes of input rows
             const int rows = 37;
             Case c = make_case(type, rows, k, static_cast<uint64_t>(k) + 7);
             std::vector<float> x = random_input(13, k, 9);
