@@ -237,12 +237,20 @@ float half_at(const uint8_t* p) {
 // sums are those of the chunked path. Without these instructions every type takes that path.
 #if defined(__AVX2__) && defined(__F16C__)
 bool in_registers(GgmlType t) {
-    return t == GgmlType::F16 || t == GgmlType::BF16 || t == GgmlType::Q8_0 ||
+    return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16 || t == GgmlType::Q8_0 ||
            t == GgmlType::Q4_0 || t == GgmlType::Q4_1;
 }
 
 // A format: kBlock values per group, kBytes bytes per group, a per-group scale (read once per
 // group and row) and load(group, s, scale): values 8s .. 8s+7 of the group.
+struct F32Format {
+    static constexpr int kBlock = 8, kBytes = 32;
+    struct Scale {};
+    static Scale scale(const uint8_t*) { return {}; }
+    static Lanes load(const uint8_t* g, int, Scale) {
+        return load_lanes(reinterpret_cast<const float*>(g));
+    }
+};
 struct F16Format {
     static constexpr int kBlock = 8, kBytes = 16;
     struct Scale {};
@@ -385,14 +393,14 @@ template <class F, int R, int W>
                 acc[r][2 * p + 1] = (Lanes)_mm512_extractf32x8_ps(pairs[r][p], 1);
             }
 #endif
-    // F16/BF16 rows may end in fewer than 8 values: converted one by one, added after the tree.
+    // F32/F16/BF16 rows may end in fewer than 8 values: added one by one after the tree.
     const int tail = k - k8;
     float tails[W][8];
     const float* tail_w[W];
     for (int j = 0; j < W; ++j) {
         if (tail > 0)
-            dequantize_to_f32(w.type, wr[j] + static_cast<int64_t>(k8) * 2, tails[j],
-                              static_cast<size_t>(tail));
+            dequantize_to_f32(w.type, wr[j] + static_cast<int64_t>(k8) * (F::kBytes / F::kBlock),
+                              tails[j], static_cast<size_t>(tail));
         tail_w[j] = tails[j];
     }
     write_tile<R, W>(acc, tail_w, xr, k, n_out, o, out);
@@ -400,6 +408,8 @@ template <class F, int R, int W>
 template <int R, int W>
 void typed_register_tile(const float* x, const Matrix& w, int64_t o, float* out) {
     switch (w.type) {
+        case GgmlType::F32:
+            return register_tile<F32Format, R, W>(x, w, o, out);
         case GgmlType::F16:
             return register_tile<F16Format, R, W>(x, w, o, out);
         case GgmlType::BF16:
