@@ -62,6 +62,8 @@ int follow_in_window(const AttachFlags& f, ui::WindowOptions window) {
             "--step does not apply to attach: a deployment moves on wall time (--duration "
             "ends it)");
     if (Status display = ui::check_display(); !display) return fail(display.error().message);
+    // From the recording's first byte on, Ctrl-C closes it properly rather than killing.
+    const std::atomic<bool>& stop = stop_on_interrupt();
     auto attacher = create_attacher(f);
     if (!attacher) return usage_error(attacher.error().message);
     const bool keep = !f.record.empty();
@@ -70,7 +72,6 @@ int follow_in_window(const AttachFlags& f, ui::WindowOptions window) {
     if (!rec) return fail(rec.error().message);
     auto recording = LiveRecording::open(std::move(rec).value(), keep);
     if (!recording) return fail(recording.error().message);
-    const std::atomic<bool>& stop = stop_on_interrupt();
     auto controller = AttachController::start(std::move(attacher).value(),
                                               std::move(recording).value(), stop, f.duration);
     announce_attach(f, "closing the window or Ctrl-C ends it");
