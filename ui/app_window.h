@@ -38,7 +38,7 @@ struct WindowOptions {
 };
 
 // Whether a window can be opened here: the error says why not (no display...) in one line.
-// For a command that must know before it starts what the window would show.
+// A command that would connect or create files for the window asks this first.
 Status check_display();
 
 // Returns the process exit status: 0; 1 when the window could not be created, a screenshot
