@@ -1,187 +1,130 @@
 // `kvscope attach`: follows running vLLM or SGLang publishers' KV-cache events, reports gaps and
-// what every rank holds, and records it as a session that replays like any other.
+// what every rank holds, and records it as a session that replays like any other. With --gui
+// the window shows it live, as a recording that grows.
 #include <chrono>
 #include <cstdio>
 #include <memory>
-#include <nlohmann/json.hpp>
 
+#include "app/attach_session.h"
 #include "app/commands.h"
 #include "app/progress_line.h"
 #include "app/stop_signal.h"
-#include "attach/attacher.h"
-#include "base/output_file.h"
-#include "base/terminal_text.h"
-#include "sessions/recorder.h"
+#ifdef KVSCOPE_HAVE_GUI
+#include "app/attach_controller.h"
+#include "app/live_recording.h"
+#include "app/window_flags.h"
+#include "ui/app_window.h"
+#endif
 
 namespace kvscope::app {
 
 namespace {
 struct AttachCliOptions {
-    std::vector<std::string> endpoints;
-    std::vector<std::string> replay;
-    std::string topic;
-    std::string record;
-    std::string summary_json;
-    double duration = 0;
-    int32_t blocks_per_rank = 65536;
-    int32_t tick_ms = 100;
-    bool force = false;
+    AttachFlags attach;
+    bool gui = false;
+#ifdef KVSCOPE_HAVE_GUI
+    ui::WindowOptions window;
+#endif
 };
 
-nlohmann::json stats_to_json(const std::vector<attach::PublisherStats>& stats, double seconds) {
-    nlohmann::json ranks = nlohmann::json::array();
-    int64_t events = 0;
-    for (const auto& s : stats) {
-        events += s.events;
-        ranks.push_back({{"endpoint", s.endpoint},
-                         {"rank", s.rank},
-                         {"events", s.events},
-                         {"batches", s.batches},
-                         {"blocks_stored", s.blocks_stored},
-                         {"blocks_removed", s.blocks_removed},
-                         {"blocks_cached", s.blocks_cached},
-                         {"gaps", s.gaps},
-                         {"gaps_filled", s.gaps_filled},
-                         {"batches_lost", s.batches_lost},
-                         {"events_lost", s.events_lost},
-                         {"malformed_frames", s.malformed_frames},
-                         {"malformed_events", s.malformed_events},
-                         {"unknown_events", s.unknown_events},
-                         {"unknown_fields", s.unknown_fields},
-                         {"stale_batches", s.stale},
-                         {"restarts", s.restarts},
-                         {"removed_unknown", s.removed_unknown},
-                         {"overflow", s.overflow},
-                         {"joined_at_seq", s.joined_at_seq},
-                         {"batches_after_end", s.batches_after_end}});
-    }
-    return {{"ranks", ranks},
-            {"seconds", seconds},
-            {"events", events},
-            {"events_per_second", seconds > 0 ? static_cast<double>(events) / seconds : 0.0}};
-}
-
-std::string progress_text(const std::vector<attach::PublisherStats>& stats, double seconds) {
-    int64_t events = 0, cached = 0, lost = 0, gaps = 0;
-    for (const auto& s : stats) {
-        events += s.events;
-        cached += s.blocks_cached;
-        lost += s.batches_lost;
-        gaps += s.gaps;
-    }
-    return std::to_string(stats.size()) + " publisher" + (stats.size() == 1 ? "" : "s") + ", " +
-           std::to_string(events) + " events (" +
-           std::to_string(static_cast<long long>(seconds > 0 ? events / seconds : 0)) + "/s), " +
-           std::to_string(cached) + " blocks cached, " + std::to_string(gaps) + " gaps, " +
-           std::to_string(lost) + " batches lost";
-}
-
-int run_attach(const AttachCliOptions& o) {
-    if (!o.record.empty() && o.record == o.summary_json)
-        return fail("--record and --summary-json name the same file, " + o.record);
-    for (const std::string& out : {o.record, o.summary_json})
-        if (check_output(out, o.force, {})) return 1;
-    attach::AttachOptions ao;
-    ao.endpoints = o.endpoints;
-    ao.replay_endpoints = o.replay;
-    ao.topic = o.topic;
-    ao.blocks_per_publisher = o.blocks_per_rank;
-    ao.tick_ms = o.tick_ms;
-    auto attacher = attach::Attacher::create(ao);
+// Following in the terminal, with a progress line.
+int follow_in_terminal(const AttachFlags& f) {
+    auto attacher = create_attacher(f);
     if (!attacher) return usage_error(attacher.error().message);
     std::unique_ptr<Recorder> recorder;
-    if (!o.record.empty()) {
-        RecorderOptions ro;
-        ro.replace_existing = o.force;
-        auto rec = Recorder::create(o.record, (*attacher)->run_info(), ro);
+    if (!f.record.empty()) {
+        auto rec = record_attached(f.record, **attacher, f.force);
         if (!rec) return fail(rec.error().message);
         recorder = std::move(rec).value();
     }
-    std::fprintf(stderr, "kvscope attach: following %zu publisher%s%s; Ctrl-C ends it\n",
-                 o.endpoints.size(), o.endpoints.size() == 1 ? "" : "s",
-                 o.replay.empty() ? " (no replay: gaps cannot be filled)" : "");
+    announce_attach(f, "Ctrl-C ends it");
     const std::atomic<bool>& stop = stop_on_interrupt();
     ProgressLine progress;
     auto start = std::chrono::steady_clock::now();
     auto seconds = [&] {
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     };
-    Status ran = (*attacher)->run(recorder.get(), stop, o.duration, [&] {
-        if (progress.due()) progress.show(progress_text((*attacher)->stats(), seconds()));
+    Status ran = (*attacher)->run(recorder.get(), stop, f.duration, [&] {
+        if (progress.due()) progress.show(attach_progress((*attacher)->stats(), seconds()));
     });
     progress.clear();
     const double elapsed = seconds();
-    auto stats = (*attacher)->stats();
-    int rc = 0;
-    if (recorder) {
-        Status closed = recorder->close();
-        if (!closed)
-            rc = fail(closed.error().message);
-        else
-            std::fprintf(stderr, "kvscope attach: recorded %lld steps to %s\n",
-                         static_cast<long long>((*attacher)->steps()),
-                         terminal_safe(o.record).c_str());
-    }
-    if (!ran) rc = fail(ran.error().message);
-    std::printf("%-28s %5s %10s %9s %9s %8s %6s %7s %9s %9s\n", "publisher", "rank", "events",
-                "stored", "removed", "cached", "gaps", "filled", "lost", "malformed");
-    for (const auto& s : stats)
-        std::printf("%-28s %5d %10lld %9lld %9lld %8lld %6lld %7lld %9lld %9lld\n",
-                    terminal_safe(s.endpoint).c_str(), s.rank, static_cast<long long>(s.events),
-                    static_cast<long long>(s.blocks_stored),
-                    static_cast<long long>(s.blocks_removed),
-                    static_cast<long long>(s.blocks_cached), static_cast<long long>(s.gaps),
-                    static_cast<long long>(s.gaps_filled), static_cast<long long>(s.batches_lost),
-                    static_cast<long long>(s.malformed_frames));
-    for (const auto& s : stats) {
-        if (s.batches_lost > 0)
-            std::fprintf(stderr,
-                         "kvscope attach: %s: %lld batches (about %lld events) lost and not "
-                         "replayable; what it holds may be incomplete\n",
-                         terminal_safe(s.endpoint).c_str(), static_cast<long long>(s.batches_lost),
-                         static_cast<long long>(s.events_lost));
-        if (s.batches_after_end > 0)
-            std::fprintf(stderr,
-                         "kvscope attach: %s: %lld batches arrived but were still queued when "
-                         "attach ended (not recorded)\n",
-                         terminal_safe(s.endpoint).c_str(),
-                         static_cast<long long>(s.batches_after_end));
-        if (s.overflow > 0)
-            std::fprintf(stderr,
-                         "kvscope attach: %s: %lld blocks not tracked: more than "
-                         "--blocks-per-rank %d held at once\n",
-                         terminal_safe(s.endpoint).c_str(), static_cast<long long>(s.overflow),
-                         o.blocks_per_rank);
-    }
-    if (!o.summary_json.empty()) {
-        Status w = write_output_file(o.summary_json, stats_to_json(stats, elapsed).dump(2) + "\n",
-                                     {.force = o.force, .inputs = {}});
-        if (!w) rc = fail(w.error().message);
-    }
-    return rc;
+    Status closed = recorder ? recorder->close() : Status{};
+    return report_attach(f, **attacher, closed, ran, elapsed);
+}
+
+#ifdef KVSCOPE_HAVE_GUI
+// Following in the window: the recording (to --record, or a temporary file) is what it shows;
+// closing the window (or Ctrl-C) ends the attach, then the summary is the terminal's.
+int follow_in_window(const AttachFlags& f, ui::WindowOptions window) {
+    if (window.step >= 0)
+        return usage_error(
+            "--step does not apply to attach: a deployment moves on wall time (--duration "
+            "ends it)");
+    if (Status display = ui::check_display(); !display) return fail(display.error().message);
+    // From the recording's first byte on, Ctrl-C closes it properly rather than killing.
+    const std::atomic<bool>& stop = stop_on_interrupt();
+    auto attacher = create_attacher(f);
+    if (!attacher) return usage_error(attacher.error().message);
+    const bool keep = !f.record.empty();
+    auto rec =
+        record_attached(keep ? f.record : temporary_session_path(), **attacher, f.force || !keep);
+    if (!rec) return fail(rec.error().message);
+    auto recording = LiveRecording::open(std::move(rec).value(), keep);
+    if (!recording) return fail(recording.error().message);
+    auto controller = AttachController::start(std::move(attacher).value(),
+                                              std::move(recording).value(), stop, f.duration);
+    announce_attach(f, "closing the window or Ctrl-C ends it");
+    window.controller = controller.get();
+    window.close_requested = &stop;
+    window.force = f.force;
+    window.hint =
+        "Following live: Left/Right look back, End follows again; close the window to end the "
+        "attach.";
+    const int window_status = ui::run_window(window);
+    Status closed = controller->finish();
+    const int rc = report_attach(f, controller->attacher(), closed, controller->followed(),
+                                 controller->seconds());
+    return rc != 0 ? rc : window_status;
+}
+#endif
+
+int run_attach(const AttachCliOptions& o) {
+    if (int rc = check_attach_outputs(o.attach)) return rc;
+#ifdef KVSCOPE_HAVE_GUI
+    if (o.gui) return follow_in_window(o.attach, o.window);
+#endif
+    return follow_in_terminal(o.attach);
 }
 }  // namespace
 
 Command register_attach(CLI::App& cli) {
     auto o = std::make_shared<AttachCliOptions>();
+    AttachFlags& f = o->attach;
     CLI::App* sub = cli.add_subcommand(
         "attach", "Follow a vLLM or SGLang deployment's KV-cache events (ZeroMQ) and record them");
-    sub->add_option("endpoints", o->endpoints,
+    sub->add_option("endpoints", f.endpoints,
                     "Publisher endpoints, one per rank, e.g. tcp://HOST:5557 tcp://HOST:5558")
         ->required();
-    sub->add_option("--replay", o->replay,
+    sub->add_option("--replay", f.replay,
                     "Replay endpoints, one per publisher in the same order, to fill gaps");
-    sub->add_option("--topic", o->topic, "Subscribe to this topic (a prefix; default: all)");
-    sub->add_option("--record", o->record, "Record to a session file (.kvs)");
-    sub->add_option("--duration", o->duration, "Stop after this many seconds (default: Ctrl-C)")
+    sub->add_option("--topic", f.topic, "Subscribe to this topic (a prefix; default: all)");
+    sub->add_option("--record", f.record, "Record to a session file (.kvs)");
+    sub->add_option("--duration", f.duration, "Stop after this many seconds (default: Ctrl-C)")
         ->check(CLI::Range(0.0, 1e7));
-    sub->add_option("--summary-json", o->summary_json, "Write per-publisher counts as JSON here");
-    sub->add_option("--blocks-per-rank", o->blocks_per_rank,
+    sub->add_option("--summary-json", f.summary_json, "Write per-publisher counts as JSON here");
+    sub->add_option("--blocks-per-rank", f.blocks_per_rank,
                     "Most blocks tracked per publisher at once (the session's pool share)")
         ->check(CLI::Range(1, 1 << 22));
-    sub->add_option("--tick-ms", o->tick_ms, "Length of one recorded step, in milliseconds")
+    sub->add_option("--tick-ms", f.tick_ms, "Length of one recorded step, in milliseconds")
         ->check(CLI::Range(1, 60000));
-    add_force_flag(*sub, o->force);
+    add_force_flag(*sub, f.force);
+#ifdef KVSCOPE_HAVE_GUI
+    sub->add_flag("--gui", o->gui,
+                  "Show it live in the window; closing the window ends the attach (without "
+                  "--record the recording is a temporary file)");
+    add_window_flags(*sub, o->window);
+#endif
     return {sub, [o] { return run_attach(*o); }};
 }
 

@@ -82,9 +82,15 @@ std::string commands_table(const CLI::App& cli) {
         for (const CLI::App* child : children)
             out += "| `" + cell(usage(*child, true)) + "` | " + cell(child->get_description()) +
                    " |\n";
-        if (!window_options_from &&
-            !sub->get_options([](const CLI::Option* o) { return o->get_group() == kWindowGroup; })
-                 .empty())
+        // The row lists every window option: from the command that takes the most of them
+        // (attach --gui shares its own --force rather than taking the window's).
+        auto window_options = [](const CLI::App* a) {
+            return a
+                ->get_options([](const CLI::Option* o) { return o->get_group() == kWindowGroup; })
+                .size();
+        };
+        if (window_options(sub) > 0 &&
+            (!window_options_from || window_options(sub) > window_options(window_options_from)))
             window_options_from = sub;
     }
     if (window_options_from) {

@@ -1,11 +1,9 @@
 #include "app/live_controller.h"
 
-#include <unistd.h>
-
-#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "app/data_paths.h"
+#include "app/live_recording.h"
 #include "app/recording.h"
 #include "base/output_file.h"
 #include "engine/attention_spec.h"
@@ -38,23 +36,17 @@ Result<std::unique_ptr<LiveController>> LiveController::create(
 }
 
 LiveController::~LiveController() {
+    stop_recording();
+}
+
+void LiveController::stop_recording() {
     scheduler_.reset();
-    reader_.reset();  // before the recorder finishes the file, which wants it to itself
-    if (recorder_) (void)recorder_->close();
-    if (!settings_.record && !session_path_.empty()) {
-        std::error_code ec;
-        std::filesystem::remove(session_path_, ec);
-    }
+    if (engine_) engine_->reporter().probe = nullptr;
+    recording_.reset();
 }
 
 Status LiveController::start() {
-    reader_.reset();
-    if (recorder_) (void)recorder_->close();
-    scheduler_.reset();
-    if (!settings_.record && !session_path_.empty()) {
-        std::error_code ec;
-        std::filesystem::remove(session_path_, ec);
-    }
+    stop_recording();
     EvictionFlags storing = eviction_flags(settings_);
     EngineOptions eo = base_;  // threads and matmul from the command line; the rest live
     eo.block_size = settings_.block_size;
@@ -82,39 +74,33 @@ Status LiveController::start() {
     // The first run may replace a file at the record path when forced; a restart's run never
     // replaces the one before it.
     bool replace = settings_.record_force && starts_++ == 0;
-    session_path_ = !settings_.record ? (std::filesystem::temp_directory_path() /
-                                         ("kvscope-live-" + std::to_string(getpid()) + ".kvs"))
-                                            .string()
-                    : replace ? settings_.record_path
-                              : first_free_path(settings_.record_path);
+    const std::string path = !settings_.record ? temporary_session_path()
+                             : replace         ? settings_.record_path
+                                               : first_free_path(settings_.record_path);
     nlohmann::json options = nlohmann::json::parse(storing.to_json());
     options["workload"] = workload_name_;
-    auto rec = start_recording(session_path_, *engine_, settings_.allocator, options.dump(),
+    auto rec = start_recording(path, *engine_, settings_.allocator, options.dump(),
                                replace || !settings_.record);
     if (!rec) return rec.error();
-    recorder_ = std::move(rec).value();
     scheduler_ = std::make_unique<Scheduler>(*engine_, so, workload_);
-    if (Status s = recorder_->flush(); !s) return s;
-    auto reader = SessionReader::open(recorder_->recording_path());
-    if (!reader) return reader.error();
-    reader_ = std::move(reader).value();
+    auto recording = LiveRecording::open(std::move(rec).value(), settings_.record);
+    if (!recording) {
+        stop_recording();
+        return recording.error();
+    }
+    recording_ = std::move(recording).value();
     return {};
-}
-
-Status LiveController::sync() {
-    if (Status s = recorder_->flush(); !s) return s;
-    return reader_->refresh();
 }
 
 int LiveController::step(int n) {
     int ran = 0;
     for (; ran < n && scheduler_->step(); ++ran) {
     }
-    if (Status s = sync(); !s && problem_.empty()) problem_ = s.error().message;
+    if (Status s = recording_->sync(); !s && problem_.empty()) problem_ = s.error().message;
     if (!scheduler_->error().ok() && problem_.empty())
         problem_ = scheduler_->error().error().message;
     if (scheduler_->stopped_by_probe() && problem_.empty())
-        problem_ = "the recording stopped: " + recorder_->flush().error().message;
+        problem_ = "the recording stopped: " + recording_->recorder().flush().error().message;
     return ran;
 }
 

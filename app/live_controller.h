@@ -8,11 +8,10 @@
 #include <vector>
 
 #include "app/eviction_flags.h"
+#include "app/live_recording.h"
 #include "engine/engine.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
-#include "sessions/recorder.h"
-#include "sessions/session_reader.h"
 #include "ui/controller.h"
 
 namespace kvscope::app {
@@ -34,27 +33,28 @@ class LiveController : public Controller {
     Status restart(const LiveSettings& settings) override;
     Status add_prompt(const std::string& text, int max_tokens) override;
     const LiveSettings& settings() const override { return settings_; }
-    SessionReader& session() override { return *reader_; }
+    SessionReader& session() override { return recording_->reader(); }
     std::string describe() const override;
-    std::string recording_path() const override { return settings_.record ? session_path_ : ""; }
+    std::string recording_path() const override {
+        return recording_ ? recording_->kept_path() : "";
+    }
     std::string problem() const override { return problem_; }
     std::vector<PendingRequest> pending() const override;
 
   private:
     LiveController() = default;
     Status start();
-    Status sync();
+    // Ends the run's recording: the scheduler first, which may still report to it.
+    void stop_recording();
 
     std::shared_ptr<const LoadedModel> model_;
     std::vector<Request> workload_;
     std::string workload_name_;
     LiveSettings settings_;
     EngineOptions base_;  // threads and matmul from the command line
-    std::string session_path_;
     std::unique_ptr<Engine> engine_;
     std::unique_ptr<Scheduler> scheduler_;
-    std::unique_ptr<Recorder> recorder_;
-    std::unique_ptr<SessionReader> reader_;
+    std::unique_ptr<LiveRecording> recording_;
     int added_ = 0;
     int starts_ = 0;
     std::string problem_;

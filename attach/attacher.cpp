@@ -1,5 +1,6 @@
 #include "attach/attacher.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -9,8 +10,6 @@
 namespace kvscope::attach {
 
 namespace {
-using Clock = std::chrono::steady_clock;
-
 // Receives one whole multipart message without waiting; false when none is queued.
 bool receive(zmq::socket_t& socket, std::vector<zmq::message_t>& msg) {
     msg.clear();
@@ -275,79 +274,149 @@ void Attacher::end_step() {
 
 Status Attacher::run(Probe* probe, const std::atomic<bool>& stop, double duration_s,
                      const std::function<void()>& on_step) {
-    probe_ = probe;
-    std::vector<zmq::pollitem_t> items;
-    for (const auto& s : sources_) {
-        items.push_back({s->sub.handle(), 0, ZMQ_POLLIN, 0});
-        if (s->replay) items.push_back({s->replay->handle(), 0, ZMQ_POLLIN, 0});
+    start(probe, &stop, duration_s);
+    while (!ended()) {
+        auto steps = pump(std::chrono::milliseconds(50));
+        if (!steps) return steps.error();
+        if (*steps > 0 && on_step && !ended()) on_step();
     }
-    const auto start = Clock::now();
-    const auto tick = std::chrono::milliseconds(std::max(options_.tick_ms, 1));
-    auto tick_end = start + tick;
-    std::vector<zmq::message_t> msg;
+    return {};
+}
+
+void Attacher::start(Probe* probe, const std::atomic<bool>* stop, double duration_s) {
+    probe_ = probe;
+    stop_ = stop;
+    duration_s_ = duration_s;
+    poll_items_.clear();
+    for (const auto& s : sources_) {
+        poll_items_.push_back({s->sub.handle(), 0, ZMQ_POLLIN, 0});
+        if (s->replay) poll_items_.push_back({s->replay->handle(), 0, ZMQ_POLLIN, 0});
+    }
+    started_ = Clock::now();
+    tick_end_ = started_ + std::chrono::milliseconds(std::max(options_.tick_ms, 1));
     Event begin;
     begin.kind = EventKind::kStepBegin;
     out_.push_back(begin);
-    for (;;) {
-        const auto now = Clock::now();
-        if (now >= tick_end) {
-            end_step();
-            out_.push_back(begin);
-            if (on_step) on_step();
-            tick_end += tick;
-            if (tick_end < now) tick_end = now + tick;  // fell behind: no burst of empty steps
-        }
-        if (stop.load(std::memory_order_relaxed)) break;
-        if (duration_s > 0 && now - start >= std::chrono::duration<double>(duration_s)) break;
-        if (probe && probe->failed()) break;
-        auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(tick_end - now);
-        try {
-            zmq::poll(items.data(), items.size(),
-                      std::chrono::milliseconds(std::clamp<int64_t>(wait.count(), 0, 50)));
-        } catch (const zmq::error_t& e) {
-            if (e.num() == EINTR) continue;
-            return Error{std::string("attach: ") + e.what()};
-        }
-        size_t item = 0;
-        for (const auto& s : sources_) {
-            // A bounded number per socket and turn, so one busy publisher cannot starve others.
-            if (items[item++].revents & ZMQ_POLLIN)
-                for (int k = 0; k < 256 && receive(s->sub, msg); ++k)
-                    on_live(*s, msg);
-            if (s->replay) {
-                if (items[item++].revents & ZMQ_POLLIN)
-                    while (receive(*s->replay, msg))
-                        on_replay(*s, msg);
-                if (s->replaying && Clock::now() >= s->replay_deadline) finish_replay(*s);
-            }
-        }
-        if (out_.size() > 4096) flush();
+    phase_ = Phase::kFollowing;
+}
+
+namespace {
+// Waits up to `wait` for any socket to have something; an interrupted wait is no error (the
+// caller's loop looks at its stop flag and polls again).
+Status poll_sockets(std::vector<zmq::pollitem_t>& items, std::chrono::milliseconds wait) {
+    try {
+        zmq::poll(items.data(), items.size(), wait);
+    } catch (const zmq::error_t& e) {
+        if (e.num() != EINTR) return Error{std::string("attach: ") + e.what()};
     }
-    // Whatever is still queued came after the end: counted, so nothing goes unreported.
-    const auto drain_until = Clock::now() + std::chrono::milliseconds(500);
-    for (const auto& s : sources_)
-        while (Clock::now() < drain_until && receive(s->sub, msg))
+    return {};
+}
+}  // namespace
+
+Result<int> Attacher::pump(std::chrono::milliseconds wait) {
+    int steps_ended = 0;
+    Status s;
+    switch (phase_) {
+        case Phase::kNotStarted:
+        case Phase::kEnded:
+            return 0;
+        case Phase::kFollowing:
+            s = follow(wait, steps_ended);
+            break;
+        case Phase::kDraining:
+            drain();
+            break;
+        case Phase::kAskingTail:
+            s = ask_for_tail(wait, steps_ended);
+            break;
+    }
+    if (!s) {
+        phase_ = Phase::kEnded;
+        probe_ = nullptr;
+        return s.error();
+    }
+    return steps_ended;
+}
+
+Status Attacher::follow(std::chrono::milliseconds wait, int& steps_ended) {
+    const auto now = Clock::now();
+    if (now >= tick_end_) {
+        end_step();
+        Event begin;
+        begin.kind = EventKind::kStepBegin;
+        out_.push_back(begin);
+        ++steps_ended;
+        tick_end_ += std::chrono::milliseconds(std::max(options_.tick_ms, 1));
+        if (tick_end_ < now)  // fell behind: no burst of empty steps
+            tick_end_ = now + std::chrono::milliseconds(std::max(options_.tick_ms, 1));
+    }
+    if (end_requested_ || (stop_ && stop_->load(std::memory_order_relaxed)) ||
+        (duration_s_ > 0 && now - started_ >= std::chrono::duration<double>(duration_s_)) ||
+        (probe_ && probe_->failed())) {
+        phase_ = Phase::kDraining;
+        drain_until_ = Clock::now() + std::chrono::milliseconds(500);
+        return {};
+    }
+    const auto to_tick_end = std::chrono::duration_cast<std::chrono::milliseconds>(tick_end_ - now);
+    if (Status s =
+            poll_sockets(poll_items_, std::clamp(to_tick_end, std::chrono::milliseconds(0),
+                                                 std::min(wait, std::chrono::milliseconds(50))));
+        !s)
+        return s;
+    std::vector<zmq::message_t> msg;
+    size_t item = 0;
+    for (const auto& src : sources_) {
+        // A bounded number per socket and turn, so one busy publisher cannot starve others.
+        if (poll_items_[item++].revents & ZMQ_POLLIN)
+            for (int k = 0; k < 256 && receive(src->sub, msg); ++k)
+                on_live(*src, msg);
+        if (src->replay) {
+            if (poll_items_[item++].revents & ZMQ_POLLIN)
+                while (receive(*src->replay, msg))
+                    on_replay(*src, msg);
+            if (src->replaying && Clock::now() >= src->replay_deadline) finish_replay(*src);
+        }
+    }
+    if (out_.size() > 4096) flush();
+    return {};
+}
+
+void Attacher::drain() {
+    // Whatever is still queued came after the end: counted, so nothing goes unreported. A
+    // bounded share per pump, and 500 ms in all, however fast the publishers still send.
+    std::vector<zmq::message_t> msg;
+    bool queued = false;
+    for (const auto& s : sources_) {
+        int k = 0;
+        for (; k < 4096 && Clock::now() < drain_until_ && receive(s->sub, msg); ++k)
             ++s->stats.batches_after_end;
+        queued |= k == 4096;
+    }
+    if (queued && Clock::now() < drain_until_) return;
     // A batch lost at the very end leaves no later sequence number to reveal it: ask each
     // replay socket for anything after the last batch seen.
-    const auto tail_deadline = Clock::now() + std::chrono::milliseconds(options_.replay_timeout_ms);
+    tail_deadline_ = Clock::now() + std::chrono::milliseconds(options_.replay_timeout_ms);
     for (const auto& s : sources_)
         if (s->replay && s->seq.started() && !s->replaying)
             start_replay(*s, s->seq.expected(), UINT64_MAX, true);
-    for (;;) {
-        bool waiting = false;
-        for (const auto& s : sources_) {
-            if (!s->replaying) continue;
-            while (receive(*s->replay, msg))
-                on_replay(*s, msg);
-            if (s->replaying && Clock::now() >= tail_deadline) finish_replay(*s);
-            waiting |= s->replaying;
-        }
-        if (!waiting) break;
-        zmq::poll(items.data(), items.size(), std::chrono::milliseconds(10));
+    phase_ = Phase::kAskingTail;
+}
+
+Status Attacher::ask_for_tail(std::chrono::milliseconds wait, int& steps_ended) {
+    std::vector<zmq::message_t> msg;
+    bool waiting = false;
+    for (const auto& s : sources_) {
+        if (!s->replaying) continue;
+        while (receive(*s->replay, msg))
+            on_replay(*s, msg);
+        if (s->replaying && Clock::now() >= tail_deadline_) finish_replay(*s);
+        waiting |= s->replaying;
     }
+    if (waiting) return poll_sockets(poll_items_, std::min(wait, std::chrono::milliseconds(10)));
     end_step();
+    ++steps_ended;
     probe_ = nullptr;
+    phase_ = Phase::kEnded;
     return {};
 }
 

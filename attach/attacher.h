@@ -9,6 +9,7 @@
 // each ends with a metric per publisher and medium (blocks held) for the Timeline's tracks.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -72,6 +73,20 @@ class Attacher {
     // `on_step` (may be empty) is called on this thread after each step, for a progress line.
     Status run(Probe* probe, const std::atomic<bool>& stop, double duration_s,
                const std::function<void()>& on_step = {});
+
+    // run() in pieces, for a caller that must not block (the window, between frames).
+    // start() opens the first step; following ends when `stop` (may be null) is set, after
+    // `duration_s` (> 0), when the probe fails, or at end(). Each pump() does a bounded share
+    // of the work, waiting at most `wait` for traffic: take in batches and replay replies, end
+    // the step when its tick is over; once following has ended, count what is still queued,
+    // ask every replay socket for anything after the last batch, and end the last step.
+    // Returns the steps it ended; an error ends the attach.
+    void start(Probe* probe, const std::atomic<bool>* stop, double duration_s);
+    Result<int> pump(std::chrono::milliseconds wait);
+    void end() { end_requested_ = true; }
+    bool following() const { return phase_ == Phase::kFollowing; }
+    bool ended() const { return phase_ == Phase::kEnded; }
+
     std::vector<PublisherStats> stats() const;
     int64_t steps() const { return step_; }
 
@@ -90,10 +105,29 @@ class Attacher {
     void lose(Source& s, uint64_t batches);
     void end_step();
     void flush();
+    // One pump() of each phase after start().
+    Status follow(std::chrono::milliseconds wait, int& steps_ended);
+    void drain();
+    Status ask_for_tail(std::chrono::milliseconds wait, int& steps_ended);
+
+    enum class Phase {
+        kNotStarted,
+        kFollowing,
+        kDraining,    // counting what was still queued when following ended
+        kAskingTail,  // the replay sockets asked for anything after the last batch seen
+        kEnded
+    };
+    using Clock = std::chrono::steady_clock;
 
     AttachOptions options_;
     zmq::context_t ctx_;
     std::vector<std::unique_ptr<Source>> sources_;
+    std::vector<zmq::pollitem_t> poll_items_;
+    Phase phase_ = Phase::kNotStarted;
+    const std::atomic<bool>* stop_ = nullptr;
+    bool end_requested_ = false;
+    double duration_s_ = 0;
+    Clock::time_point started_, tick_end_, drain_until_, tail_deadline_;
     Probe* probe_ = nullptr;
     int64_t step_ = 0;
     std::vector<Event> out_;

@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <vector>
 
@@ -83,6 +84,11 @@ void save_settings(const ViewState& v) {
 //   drop PATH       as if PATH were dropped on the window
 //   compare-align M 0: same step, 1: same progress of the selected request
 //   wait N          render N frames
+//   wait-blocks N   render frames until the Deployment panel shows N blocks held, or the live
+//                   run has finished (an attached deployment, which grows on its own)
+//   wait-progress TEXT  render frames until the live run's progress line (the Controls panel's:
+//                   an attached deployment's events, gaps, losses) has TEXT, or it has finished
+//   wait-finished   render frames until an attached deployment's run has ended (--duration)
 //   screenshot PATH [PANEL]  write the current frame (only PANEL's window, if named)
 //   dump PATH       write what the window shows as JSON: the status texts, the cursor, where
 //                   the heatmaps are, where compared runs' tokens differ, what the Evictions
@@ -93,6 +99,9 @@ struct Script {
     std::vector<std::string> lines;
     size_t next = 0;
     int wait = 0;
+    // What a wait-blocks, wait-progress or wait-finished command waits for, asked every frame
+    // until true.
+    std::function<bool()> until;
 };
 
 bool load_script(const std::string& path, Script& s, std::string& error) {
@@ -247,7 +256,7 @@ void handle_keys(UiContext& ctx) {
             v.palette == PaletteKind::kOkabeIto ? PaletteKind::kTolMuted : PaletteKind::kOkabeIto;
     if (io.KeyCtrl && pressed(GLFW_KEY_EQUAL)) v.font_scale = std::min(4.0f, v.font_scale * 1.15f);
     if (io.KeyCtrl && pressed(GLFW_KEY_MINUS)) v.font_scale = std::max(0.5f, v.font_scale / 1.15f);
-    if (ctx.controller) {
+    if (ctx.controller && !ctx.attached()) {  // a deployment sets its own pace
         if (pressed(GLFW_KEY_N)) ctx.controller->step(1);
         if (pressed(GLFW_KEY_R)) ctx.controller->step(v.run_n);
         if (pressed(GLFW_KEY_E)) ctx.controller->step(1 << 30);
@@ -269,7 +278,9 @@ std::string window_report(UiContext& ctx, int w, int h) {
       << ", \"compare_step\": " << ctx.compare_step << ", \"last_step\": " << ctx.last_step()
       << ",\n \"status_bar\": " << quoted(ctx.drawn_status_bar)
       << ",\n \"controls_status\": " << quoted(ctx.drawn_controls_status)
-      << ",\n \"message\": " << quoted(ctx.view.message);
+      << ",\n \"message\": " << quoted(ctx.view.message)
+      << ",\n \"finished\": " << (ctx.controller && ctx.controller->finished() ? "true" : "false")
+      << ",\n \"progress\": " << quoted(ctx.controller ? ctx.controller->progress() : "");
     for (int side = 0; side < 2; ++side) {
         const auto& hm = ctx.drawn_heatmap[side];
         j << ",\n \"" << (side == 0 ? "heatmap" : "heatmap_right") << "\": {\"x\": " << hm.x
@@ -335,12 +346,17 @@ bool run_script_command(UiContext& ctx, Script& s, int w, int h, std::string& er
         --s.wait;
         return true;
     }
+    if (s.until) {
+        if (!s.until()) return true;
+        s.until = nullptr;
+    }
     if (s.next >= s.lines.size()) return false;
     std::istringstream in(s.lines[s.next++]);
     std::string cmd;
     in >> cmd;
     // A simulated hover lasts until the next command that is not a wait or a screenshot.
-    if (cmd != "wait" && cmd != "screenshot" && cmd != "__shoot") ctx.scripted = ScriptedInput{};
+    if (cmd.rfind("wait", 0) != 0 && cmd != "screenshot" && cmd != "__shoot")
+        ctx.scripted = ScriptedInput{};
     if (cmd == "step") {
         long long n = 1;
         in >> n;
@@ -388,6 +404,26 @@ bool run_script_command(UiContext& ctx, Script& s, int w, int h, std::string& er
         on_drop(nullptr, 1, std::vector<const char*>{path.c_str()}.data());  // as GLFW calls it
     } else if (cmd == "wait") {
         in >> s.wait;
+    } else if (cmd == "wait-blocks") {
+        int n = 1;
+        in >> n;
+        // Until the blocks are drawn, or none can come any more.
+        s.until = [&ctx, n] {
+            return ctx.drawn_deployment.held >= n || !ctx.controller || ctx.controller->finished();
+        };
+    } else if (cmd == "wait-progress") {
+        std::string text;
+        std::getline(in >> std::ws, text);
+        s.until = [&ctx, text] {
+            return !ctx.controller || ctx.controller->finished() ||
+                   ctx.controller->progress().find(text) != std::string::npos;
+        };
+    } else if (cmd == "wait-finished") {
+        if (!ctx.controller || !ctx.attached()) {
+            error = "script: wait-finished needs a run that ends on its own (kvscope attach --gui)";
+            return false;
+        }
+        s.until = [&ctx] { return ctx.controller->finished(); };
     } else if (cmd == "screenshot") {
         std::string path, panel;
         in >> path;
@@ -501,6 +537,23 @@ void draw_frame(UiContext& ctx, const WindowOptions& o, int w, int h, bool focus
 
 // [SECTION] run_window
 // -----------------------------------------------------------------------------
+namespace {
+// GLFW's own report of a failed start is folded into the one line (no error callback yet).
+Status init_glfw() {
+    if (glfwInit()) return {};
+    const char* why = nullptr;
+    glfwGetError(&why);
+    return Error{std::string("cannot open a window (") + (why ? why : "no display?") +
+                 "): set DISPLAY or run under Xvfb"};
+}
+}  // namespace
+
+Status check_display() {
+    if (Status s = init_glfw(); !s) return s;
+    glfwTerminate();
+    return {};
+}
+
 int run_window(const WindowOptions& o) {
     for (const std::string* out : {&o.screenshot_path, &o.frame_stats_path}) {
         if (out->empty()) continue;
@@ -511,15 +564,13 @@ int run_window(const WindowOptions& o) {
             return 1;
         }
     }
+    if (Status s = init_glfw(); !s) {
+        std::fprintf(stderr, "kvscope: error: %s\n", terminal_safe(s.error().message).c_str());
+        return 1;
+    }
     glfwSetErrorCallback([](int code, const char* text) {
         std::fprintf(stderr, "kvscope: GLFW error %d: %s\n", code, text);
     });
-    if (!glfwInit()) {
-        std::fprintf(
-            stderr,
-            "kvscope: error: cannot open a window (no display? set DISPLAY or run under Xvfb)\n");
-        return 1;
-    }
     glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
     glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
     glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
@@ -590,7 +641,7 @@ int run_window(const WindowOptions& o) {
     double play_credit = 0;
     std::vector<FrameSample> frame_stats;
     using clock = std::chrono::steady_clock;
-    while (!glfwWindowShouldClose(window)) {
+    while (!glfwWindowShouldClose(window) && !(o.close_requested && o.close_requested->load())) {
         glfwPollEvents();
         auto t_build = clock::now();
         ImGui_ImplOpenGL3_NewFrame();
@@ -606,7 +657,11 @@ int run_window(const WindowOptions& o) {
         auto now = std::chrono::steady_clock::now();
         double dt = std::chrono::duration<double>(now - last_play).count();
         last_play = now;
-        if (ctx.view.playing && !headless) {
+        if (ctx.controller && ctx.attached()) {
+            // A deployment moves on wall time: what it sent is taken in every frame, played or
+            // not, headless or not.
+            ctx.controller->step(1);
+        } else if (ctx.view.playing && !headless) {
             play_credit += dt * ctx.view.steps_per_second;
             int n = static_cast<int>(play_credit);
             play_credit -= n;

@@ -3,6 +3,7 @@
 // file drops, persisted view settings, and the headless-friendly screenshot and script modes
 // used by tests and for the README's pictures.
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -15,8 +16,11 @@ struct WindowOptions {
     std::string replay_path;           // replay this session (when there is no controller)
     std::string compare_path;          // second session for Compare
     Controller* controller = nullptr;  // live run
-    std::string startup_error;         // shown in the window (a model that failed to load...)
-    std::string hint;                  // one line shown at start
+    // Set from outside the window (Ctrl-C in the terminal): the window closes as if its close
+    // button had been pressed.
+    const std::atomic<bool>* close_requested = nullptr;
+    std::string startup_error;  // shown in the window (a model that failed to load...)
+    std::string hint;           // one line shown at start
     // Screenshot mode: render `frames` frames (after `step`, focused on `panel`), write a PNG
     // of the whole window, exit.
     std::string screenshot_path;
@@ -32,6 +36,10 @@ struct WindowOptions {
     std::string frame_stats_path;
     bool force = false;  // screenshots and frame stats may replace files that exist
 };
+
+// Whether a window can be opened here: the error says why not (no display...) in one line.
+// A command that would connect or create files for the window asks this first.
+Status check_display();
 
 // Returns the process exit status: 0; 1 when the window could not be created, a screenshot
 // could not be written, or what the window was opened on (model, workload, session) failed to

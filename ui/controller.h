@@ -1,6 +1,8 @@
 #pragma once
-// What the front end may ask of a live run. `app` implements it with the engine; the UI only
-// sees this interface and the session being recorded, never engine headers.
+// What the front end may ask of a live run. `app` implements it with the engine, and with an
+// attached deployment (whose session's run info names its publishers: it moves on wall time,
+// so the window takes it in every frame and offers no play, step, restart or prompt); the UI
+// only sees this interface and the session being recorded, never engine or attach headers.
 
 #include <cstdint>
 #include <string>
@@ -45,7 +47,8 @@ struct PendingRequest {
 class Controller {
   public:
     virtual ~Controller() = default;
-    // Runs up to n engine iterations; returns how many ran (0 when the workload is done).
+    // Runs up to n engine iterations; returns how many ran (0 when the workload is done). An
+    // attached deployment takes in what arrived instead and returns the steps that ended.
     virtual int step(int n) = 0;
     virtual bool finished() const = 0;
     // Starts over with new settings (same model and workload).
@@ -62,6 +65,9 @@ class Controller {
     virtual std::string problem() const = 0;
     // The workload's requests that have not arrived yet, in arrival order.
     virtual std::vector<PendingRequest> pending() const = 0;
+    // One line on how a source that runs on its own is doing ("" when there is nothing to
+    // add): an attached deployment's events, gaps and losses so far.
+    virtual std::string progress() const { return {}; }
 };
 
 }  // namespace kvscope

@@ -1,5 +1,6 @@
 // Controls: play / pause / step / run N / run to the end, speed, a prompt box, the engine
-// settings (changing one restarts the run), recording, view settings.
+// settings (changing one restarts the run), recording, view settings. An attached deployment
+// live gets none of the run's controls: only following the newest step, and how it is doing.
 #include <imgui.h>
 
 #include <algorithm>
@@ -15,7 +16,21 @@ void draw_controls_panel(UiContext& ctx) {
     ViewState& v = ctx.view;
     ImGui::TextWrapped("%s", ctx.title.c_str());
     ImGui::Separator();
-    if (ctx.controller) {
+    if (ctx.controller && ctx.attached()) {
+        // A deployment sets its own pace, settings and requests: nothing here plays, steps,
+        // restarts or prompts it. The window follows its newest step unless told otherwise.
+        Controller& c = *ctx.controller;
+        ImGui::TextUnformatted(c.finished() ? "Attach ended" : "Following the deployment");
+        ImGui::Checkbox("show the newest step [End]", &v.follow_live);
+        if (std::string progress = c.progress(); !progress.empty())
+            ImGui::TextWrapped("%s", progress.c_str());
+        std::string recording = c.recording_path();
+        text_disabled_wrapped(recording.empty() ? "Recording to a temporary file, removed at exit."
+                                                : "Recording to " + recording + ".");
+        text_disabled_wrapped(c.finished() ? "Close the window for the summary."
+                                           : "Close the window to end the attach and print "
+                                             "its summary.");
+    } else if (ctx.controller) {
         Controller& c = *ctx.controller;
         if (ImGui::Button(v.playing ? "Pause [Space]" : "Play [Space]")) v.playing = !v.playing;
         ImGui::SameLine();

@@ -169,7 +169,12 @@ std::string UiContext::run_status() {
     if (!session) return controller ? "Live run not started" : "No session";
     const int64_t last = last_step();
     std::string out;
-    if (controller) {
+    if (controller && attached()) {
+        out = controller->finished() ? "Attach ended" : "Attached";
+        out += before_first_step()
+                   ? ", before step 0"
+                   : ": step " + std::to_string(view.cursor) + " of " + std::to_string(last);
+    } else if (controller) {
         out = view.playing ? "Playing" : controller->finished() ? "Finished" : "Paused";
         out += before_first_step()
                    ? " before step 0"
@@ -179,7 +184,7 @@ std::string UiContext::run_status() {
               std::to_string(view.cursor) + " of " + std::to_string(session->first_step()) + ".." +
               std::to_string(last);
     }
-    if (state) {
+    if (state && !attached()) {  // a deployment's requests are not published
         int counts[5] = {};
         for (const auto& [i, r] : state->requests)
             ++counts[static_cast<int>(r.phase)];

@@ -9,9 +9,11 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -866,6 +868,178 @@ TEST_F(Gui, EngineSessionsShowNoDeploymentPanel) {
     EXPECT_TRUE(names.count("Block pool"));
     EXPECT_FALSE(names.count("Deployment"));
     EXPECT_FALSE(names.count("Prefix trees"));
+}
+
+}  // namespace
+}  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+// Loopback ports of this test process (the attach CLI tests use 20000 and up).
+std::string attach_port(int i) {
+    return "tcp://127.0.0.1:" + std::to_string(12000 + (getpid() % 2000) * 4 + i);
+}
+
+// Waits for a background command at most `seconds`; a command still running then is killed
+// and reported as -2, so a window that does not close fails the test instead of hanging it.
+int wait_at_most(int pid, int seconds) {
+    for (int waited_ms = 0; waited_ms < seconds * 1000; waited_ms += 50) {
+        int status = 0;
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+        usleep(50 * 1000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    return -2;
+}
+
+// `kvscope attach --gui` on `kvscope publish` over real sockets: the window draws the ranks'
+// blocks while the attach goes on, closing it ends the attach, and what it leaves is the
+// check-clean recording of every event sent and the same summary as without the window. The
+// script waits on what it needs (all events in, blocks drawn), not on time.
+TEST_F(Gui, AttachWindowDrawsTheDeploymentLiveAndRecordsEverythingSent) {
+    const std::string script = dir_ + "/live.txt";
+    test::write_file(script, "wait-progress 1600 events\nwait-blocks 1\ndump " + dir_ +
+                                 "/live.json\nscreenshot " + dir_ + "/live.png Deployment\nquit\n");
+    const std::string rec = dir_ + "/live.kvs", summary = dir_ + "/live-summary.json";
+    // attach first: its sockets connect and wait for the publisher, which waits 2 s for
+    // subscribers, sends 800 events per rank and answers replay requests 2 s more. --duration
+    // only bounds a broken run; the script's quit ends a working one.
+    auto attach = std::async(std::launch::async, [&] {
+        return kvscope({"attach", attach_port(0), attach_port(1), "--replay", attach_port(2),
+                        attach_port(3), "--gui", "--script", script, "--record", rec,
+                        "--summary-json", summary, "--duration", "90"},
+                       300);
+    });
+    const int publish = test::start_command(
+        {test::kvscope_binary(), "publish", "--endpoint", attach_port(0), "--replay",
+         attach_port(2), "--ranks", "2", "--events", "800", "--batch", "8", "--rate", "2000",
+         "--format", "vllm-array", "--wait-ms", "2000"});
+    const test::CommandResult r = attach.get();
+    EXPECT_EQ(wait_at_most(publish, 120), 0);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+
+    // While it was following: both ranks' blocks drawn, the progress line counting them in.
+    auto live = nlohmann::json::parse(test::read_file(dir_ + "/live.json"));
+    EXPECT_FALSE(live["finished"].get<bool>()) << live.dump();
+    EXPECT_EQ(live["status_bar"].get<std::string>().rfind("Attached: step ", 0), 0u)
+        << live["status_bar"];
+    EXPECT_NE(live["progress"].get<std::string>().find("1600 events"), std::string::npos)
+        << live["progress"];
+    EXPECT_TRUE(live["deployment"]["shown"].get<bool>());
+    EXPECT_EQ(live["deployment"]["publishers"], 2);
+    EXPECT_GT(live["deployment"]["held"].get<int>(), 0);
+    std::set<std::string> panels;
+    for (const auto& p : live["panels"])
+        panels.insert(p["name"].get<std::string>());
+    EXPECT_TRUE(panels.count("Deployment") && panels.count("Prefix trees")) << live.dump();
+    EXPECT_FALSE(panels.count("Block pool"));
+    // The block maps in GPU sky blue (RGBA bytes little-endian), as a recorded session's are.
+    Image shot = load_png(dir_ + "/live.png");
+    ASSERT_GT(shot.w, 100);
+    size_t gpu = 0;
+    for (uint32_t p : shot.px)
+        gpu += (p & 0xffffff) == 0xe9b456;
+    EXPECT_GT(gpu, 500u);
+
+    // The same summary as without --gui, and a recording of every event sent.
+    EXPECT_NE(r.out.find("publisher"), std::string::npos) << r.out;
+    EXPECT_NE(r.err.find("recorded"), std::string::npos) << r.err;
+    auto j = nlohmann::json::parse(test::read_file(summary));
+    ASSERT_EQ(j["ranks"].size(), 2u);
+    int64_t stored = 0;
+    for (const auto& rank : j["ranks"]) {
+        EXPECT_EQ(rank["events"].get<int64_t>(), 800);
+        EXPECT_EQ(rank["batches_lost"].get<int64_t>(), 0);
+        EXPECT_EQ(rank["malformed_frames"].get<int64_t>(), 0);
+        stored += rank["blocks_stored"].get<int64_t>();
+    }
+    auto check = kvscope({"check", rec});
+    EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+    EXPECT_FALSE(std::filesystem::exists(rec + ".part"));
+    auto reader = SessionReader::open(rec);
+    ASSERT_TRUE(reader.ok()) << reader.error().message;
+    EXPECT_EQ(reader.value()->info().publishers.size(), 2u);
+    auto stores = reader.value()->events(0, reader.value()->last_step(), {EventKind::kKvStored});
+    ASSERT_TRUE(stores.ok());
+    EXPECT_EQ(static_cast<int64_t>(stores->size()), stored);
+    EXPECT_GT(stored, 0);
+}
+
+// --duration ends the attach with the window still open on what it recorded; without
+// --record that was a temporary file, gone once the window closes.
+TEST_F(Gui, AttachWindowEndsAtItsDurationAndRemovesItsTemporaryRecording) {
+    const std::string script = dir_ + "/end.txt";
+    test::write_file(script, "wait-finished\nwait 2\ndump " + dir_ + "/end.json\nquit\n");
+    const std::string tmp = dir_ + "/tmp";
+    std::filesystem::create_directory(tmp);
+    const char* had_tmpdir = std::getenv("TMPDIR");
+    const std::string saved_tmpdir = had_tmpdir ? had_tmpdir : "";
+    setenv("TMPDIR", tmp.c_str(), 1);
+    // Nobody publishes there: an attach that hears nothing still ends, with empty steps.
+    auto r = kvscope({"attach", attach_port(0), "--gui", "--script", script, "--duration", "1",
+                      "--summary-json", dir_ + "/end-summary.json"});
+    if (had_tmpdir)
+        setenv("TMPDIR", saved_tmpdir.c_str(), 1);
+    else
+        unsetenv("TMPDIR");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto end = nlohmann::json::parse(test::read_file(dir_ + "/end.json"));
+    EXPECT_TRUE(end["finished"].get<bool>());
+    EXPECT_EQ(end["status_bar"].get<std::string>().rfind("Attach ended: step ", 0), 0u)
+        << end["status_bar"];
+    EXPECT_GT(end["last_step"].get<int64_t>(), 0);
+    auto j = nlohmann::json::parse(test::read_file(dir_ + "/end-summary.json"));
+    EXPECT_EQ(j["ranks"][0]["events"], 0);
+    EXPECT_NE(r.out.find(attach_port(0)), std::string::npos) << r.out;
+    EXPECT_TRUE(std::filesystem::is_empty(tmp)) << "the temporary recording was left behind";
+}
+
+// Ctrl-C in the terminal closes the window and ends the attach as closing it does.
+TEST_F(Gui, CtrlCClosesTheAttachWindowAndKeepsTheRecording) {
+    const std::string script = dir_ + "/forever.txt";
+    test::write_file(script, "wait 1000000000\nquit\n");  // only Ctrl-C ends it in time
+    const std::string rec = dir_ + "/int.kvs", summary = dir_ + "/int-summary.json";
+    const int pid =
+        test::start_command({test::kvscope_binary(), "attach", attach_port(0), "--gui", "--script",
+                             script, "--record", rec, "--summary-json", summary});
+    // Recording (the handler is in place from then on): a few steps, then Ctrl-C.
+    bool recording = false;
+    for (int waited_ms = 0; waited_ms < 120000 && !recording; waited_ms += 50) {
+        usleep(50 * 1000);
+        recording = std::filesystem::exists(rec + ".part");
+    }
+    ASSERT_TRUE(recording) << "attach --gui never started recording";
+    usleep(500 * 1000);
+    kill(pid, SIGINT);
+    EXPECT_EQ(wait_at_most(pid, 120), 0);
+    auto check = kvscope({"check", rec});
+    EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+    EXPECT_TRUE(std::filesystem::exists(summary));
+}
+
+// Without a display, --gui fails before anything connects or is written, in one line, as the
+// other window commands do.
+TEST(GuiWithoutDisplay, AttachAndGuiFailInOneLine) {
+    const char* had = std::getenv("DISPLAY");
+    const std::string saved = had ? had : "";
+    unsetenv("DISPLAY");
+    const std::string dir = test::temp_dir();
+    auto attach = test::run_command({test::kvscope_binary(), "attach", attach_port(0), "--gui",
+                                     "--record", dir + "/r.kvs", "--duration", "1"});
+    auto gui = test::run_command({test::kvscope_binary(), "gui"});
+    if (had) setenv("DISPLAY", saved.c_str(), 1);
+    for (const auto* r : {&attach, &gui}) {
+        EXPECT_EQ(r->exit_code, 1) << r->err;
+        EXPECT_EQ(std::count(r->err.begin(), r->err.end(), '\n'), 1) << r->err;
+        EXPECT_NE(r->err.find("cannot open a window"), std::string::npos) << r->err;
+        EXPECT_NE(r->err.find("DISPLAY"), std::string::npos) << r->err;
+    }
+    EXPECT_TRUE(attach.out.empty()) << attach.out;
+    EXPECT_FALSE(std::filesystem::exists(dir + "/r.kvs"));
+    EXPECT_FALSE(std::filesystem::exists(dir + "/r.kvs.part"));
 }
 
 }  // namespace
