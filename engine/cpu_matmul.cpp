@@ -47,14 +47,21 @@ constexpr int kTileRows = 5, kTileWeights = 4;
 #else
 constexpr int kTileRows = 6, kTileWeights = 2;
 #endif
+// Where the 16-lane tiles exist: exact mode needs AVX-512F/DQ, fast mode's byte dots VNNI/BW.
 #if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__FMA__)
+#define KVSCOPE_PAIRED_LANES 1
+#endif
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__FMA__)
+#define KVSCOPE_PAIRED_BYTE_DOTS 1
+#endif
+#if defined(KVSCOPE_PAIRED_LANES)
 constexpr bool kPairedLanes = true;
 constexpr int kPairedTileRows = 6, kPairedTileWeights = 8;
 #else
 constexpr bool kPairedLanes = false;
 constexpr int kPairedTileRows = kTileRows, kPairedTileWeights = kTileWeights;
 #endif
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__FMA__)
+#if defined(KVSCOPE_PAIRED_BYTE_DOTS)
 constexpr int kFastTileRows = 4, kFastTileWeights = 8;
 #else
 constexpr int kFastTileRows = kTileRows, kFastTileWeights = kTileWeights;
@@ -306,7 +313,7 @@ struct Q41Format {  // d * q + m, two roundings
     }
 };
 
-#if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__FMA__)
+#if defined(KVSCOPE_PAIRED_LANES)
 // Two weight rows' values i .. i+7 in one 16-lane register (row j in lanes 0-7, row j+1 in
 // 8-15), each multiplied by the same eight inputs: every row's lanes take exactly the values and
 // the order of the 8-lane tile, so the bits are the same, at half the instructions.
@@ -336,8 +343,8 @@ template <class F, int R, int W>
     for (int r = 0; r < R; ++r)
         xr[r] = x + static_cast<int64_t>(r) * k;
     constexpr bool kPairs = kPairedLanes && R > 1 && W % 2 == 0;
+#if defined(KVSCOPE_PAIRED_LANES)
     constexpr int P = kPairs ? W / 2 : 1;
-#if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__FMA__)
     __m512 pairs[R][P];
     for (int r = 0; r < R; ++r)
         for (int p = 0; p < P; ++p)
@@ -361,7 +368,7 @@ template <class F, int R, int W>
 #pragma GCC unroll 4
         for (int s = 0; s < F::kBlock / 8; ++s) {
             if constexpr (kPairs) {
-#if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__FMA__)
+#if defined(KVSCOPE_PAIRED_LANES)
                 __m512 vw[P];
 #pragma GCC unroll 8
                 for (int p = 0; p < P; ++p)
@@ -385,7 +392,7 @@ template <class F, int R, int W>
             }
         }
     }
-#if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__FMA__)
+#if defined(KVSCOPE_PAIRED_LANES)
     if constexpr (kPairs)
         for (int r = 0; r < R; ++r)
             for (int p = 0; p < P; ++p) {
@@ -436,10 +443,10 @@ void matmul_exact(ThreadPool& pool, const float* x, int n_rows, const Matrix& w,
     const bool registers = in_registers(w.type);
     const WeightReader rd(w);
     pool.parallel_for(w.rows, cost, [&](int64_t begin, int64_t end) {
-        const int64_t row_bytes = static_cast<int64_t>(k) * 4;
+        const int64_t activation_row_bytes = static_cast<int64_t>(k) * 4;
         if (registers) {
             over_tiles<kPairedTileRows, kPairedTileWeights, true>(
-                n_rows, begin, end, row_bytes, [&]<int R, int W>(int r, int64_t o) {
+                n_rows, begin, end, activation_row_bytes, [&]<int R, int W>(int r, int64_t o) {
                     typed_register_tile<R, W>(x + static_cast<int64_t>(r) * k, w, o,
                                               out + static_cast<int64_t>(r) * w.rows);
                 });
@@ -447,7 +454,7 @@ void matmul_exact(ThreadPool& pool, const float* x, int n_rows, const Matrix& w,
         }
         alignas(64) float scratch[kTileWeights * kChunk];
         over_tiles<kTileRows, kTileWeights, false>(
-            n_rows, begin, end, row_bytes, [&]<int R, int W>(int r, int64_t o) {
+            n_rows, begin, end, activation_row_bytes, [&]<int R, int W>(int r, int64_t o) {
                 exact_tile<R, W>(x + static_cast<int64_t>(r) * k, rd, o,
                                  out + static_cast<int64_t>(r) * w.rows, scratch);
             });
@@ -527,18 +534,19 @@ inline __m256i weight_codes(const uint8_t* blk) {
 template <GgmlType T>
 inline __m256i dot_lanes(__m256i w, const ActivationBlock& xb) {
     const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q));
+    __m256i start, unsigned_w, signed_x;
     if constexpr (kOffsetCodes<T>) {
-        const __m256i start = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.minus8_sums));
-        if constexpr (kByteDotAccumulates) {
-            return _mm256_dpbusd_epi32(start, w, x);
-        } else {
-            return _mm256_add_epi32(
-                start, _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1)));
-        }
-    } else {
-        const __m256i aw = _mm256_sign_epi8(w, w), sx = _mm256_sign_epi8(x, w);
-        return _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), _mm256_set1_epi16(1));
+        start = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.minus8_sums));
+        unsigned_w = w;
+        signed_x = x;
+    } else {  // |w| times x with w's sign
+        start = _mm256_setzero_si256();
+        unsigned_w = _mm256_sign_epi8(w, w);
+        signed_x = _mm256_sign_epi8(x, w);
     }
+    if constexpr (kByteDotAccumulates) return _mm256_dpbusd_epi32(start, unsigned_w, signed_x);
+    return _mm256_add_epi32(
+        start, _mm256_madd_epi16(_mm256_maddubs_epi16(unsigned_w, signed_x), _mm256_set1_epi16(1)));
 }
 #else
 template <GgmlType T>
@@ -550,7 +558,7 @@ inline void weight_codes(const uint8_t* blk, int8_t out[32]) {
 }
 #endif
 
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__FMA__)
+#if defined(KVSCOPE_PAIRED_BYTE_DOTS)
 // Two weight rows per 16-lane register: lanes 0-7 row j's, 8-15 row j+1's. The integer lanes
 // are the same exact sums as the 8-lane path's (weights enter the unsigned side as stored Q4_0
 // nibbles or Q8_0 bytes + 128, the dot starting from the activations' offset sums: there is no
@@ -621,41 +629,33 @@ template <GgmlType T, int R, int W>
 }
 #endif
 
+// The 8-lane tile's blocks: every weight row's codes against every input row's, one register
+// per (input row, weight row).
 template <GgmlType T, int R, int W>
-[[gnu::always_inline]] inline void fast_tile(const ActivationBlock* xq, int k, const Matrix& w,
-                                             int64_t o, float* out) {
+[[gnu::always_inline]] inline void fast_tile_lanes(const ActivationBlock* xq, int blocks,
+                                                   const uint8_t* const (&wr)[W],
+                                                   Lanes (&acc)[R][W]) {
     constexpr int kBytes = T == GgmlType::Q8_0 ? 34 : 18;
-    const int blocks = k / 32;
-    const int64_t n_out = w.rows;
-    const uint8_t* wr[W];
-    for (int j = 0; j < W; ++j)
-        wr[j] = w.row(o + j);
-    Lanes acc[R][W] = {};
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__FMA__)
-    if constexpr (R > 1 && W % 2 == 0) {
-        fast_tile_pairs<T, R, W>(xq, blocks, wr, acc);
-    } else
-#endif
-        for (int b = 0; b < blocks; ++b) {
-            float dw[W];
+    for (int b = 0; b < blocks; ++b) {
+        float dw[W];
 #if defined(__AVX2__)
-            __m256i qw[W];
+        __m256i qw[W];
+#pragma GCC unroll 8
+        for (int j = 0; j < W; ++j) {
+            const uint8_t* blk = wr[j] + b * kBytes;
+            dw[j] = half_at(blk);
+            qw[j] = weight_codes<T>(blk);
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+            const ActivationBlock& xb = xq[static_cast<int64_t>(r) * blocks + b];
 #pragma GCC unroll 8
             for (int j = 0; j < W; ++j) {
-                const uint8_t* blk = wr[j] + b * kBytes;
-                dw[j] = half_at(blk);
-                qw[j] = weight_codes<T>(blk);
+                const Lanes sum = (Lanes)_mm256_cvtepi32_ps(dot_lanes<T>(qw[j], xb));
+                const float d = dw[j] * xb.d;
+                acc[r][j] = mul_add(acc[r][j], Lanes{d, d, d, d, d, d, d, d}, sum);
             }
-#pragma GCC unroll 8
-            for (int r = 0; r < R; ++r) {
-                const ActivationBlock& xb = xq[static_cast<int64_t>(r) * blocks + b];
-#pragma GCC unroll 8
-                for (int j = 0; j < W; ++j) {
-                    const Lanes sum = (Lanes)_mm256_cvtepi32_ps(dot_lanes<T>(qw[j], xb));
-                    const float d = dw[j] * xb.d;
-                    acc[r][j] = mul_add(acc[r][j], Lanes{d, d, d, d, d, d, d, d}, sum);
-                }
-            }
+        }
 #else
         int8_t qw[W][32];
         for (int j = 0; j < W; ++j) {
@@ -678,7 +678,30 @@ template <GgmlType T, int R, int W>
             }
         }
 #endif
-        }
+    }
+}
+
+template <GgmlType T, int R, int W>
+[[gnu::always_inline]] inline void fast_tile(const ActivationBlock* xq, int k, const Matrix& w,
+                                             int64_t o, float* out) {
+    const int blocks = k / 32;
+    const int64_t n_out = w.rows;
+    const uint8_t* wr[W];
+    for (int j = 0; j < W; ++j)
+        wr[j] = w.row(o + j);
+    Lanes acc[R][W] = {};
+#if defined(KVSCOPE_PAIRED_BYTE_DOTS)
+    constexpr bool kPairs = R > 1 && W % 2 == 0;
+#else
+    constexpr bool kPairs = false;
+#endif
+    if constexpr (kPairs) {
+#if defined(KVSCOPE_PAIRED_BYTE_DOTS)
+        fast_tile_pairs<T, R, W>(xq, blocks, wr, acc);
+#endif
+    } else {
+        fast_tile_lanes<T, R, W>(xq, blocks, wr, acc);
+    }
     for (int r = 0; r < R; ++r)
         for (int j = 0; j < W; ++j)
             out[r * n_out + o + j] = reduce_lanes_fast(acc[r][j]);
