@@ -1,0 +1,59 @@
+# KVSCOPE_CUDA=AUTO|ON|OFF -> KVSCOPE_HAVE_CUDA, the CUDA language, CUDA::* targets.
+#
+# Sets KVSCOPE_HAVE_CUDA (ON when the kernels are built) and KVSCOPE_BACKENDS (what
+# `kvscope --version` prints). The architectures default to sm_80 and sm_90 (A100, H100; plus
+# compute_90 PTX that newer GPUs compile at load): the kernels use cp.async, so sm_80 is their
+# floor, and it adds about 2 s to the largest kernel file's 3.5 s. Pass
+# -DCMAKE_CUDA_ARCHITECTURES=90 (or "native") to build for one.
+
+set(KVSCOPE_HAVE_CUDA OFF)
+set(KVSCOPE_BACKENDS "cpu; CUDA off")
+string(TOUPPER "${KVSCOPE_CUDA}" _kvscope_cuda)
+if(NOT _kvscope_cuda MATCHES "^(AUTO|ON|OFF)$")
+  message(FATAL_ERROR "KVSCOPE_CUDA=${KVSCOPE_CUDA}: expected AUTO, ON or OFF")
+endif()
+
+if(_kvscope_cuda STREQUAL "AUTO" AND KVSCOPE_PORTABLE)
+  message(STATUS "CUDA: off (KVSCOPE_PORTABLE=ON: a package must run where no CUDA libraries are "
+                 "installed; -DKVSCOPE_CUDA=ON builds them in anyway)")
+  set(_kvscope_cuda OFF)
+endif()
+
+if(NOT _kvscope_cuda STREQUAL "OFF")
+  # nvcc is often installed outside PATH (/usr/local/cuda/bin): look there too, unless the
+  # user chose a compiler already (CMAKE_CUDA_COMPILER or $CUDACXX).
+  if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX})
+    find_program(KVSCOPE_NVCC nvcc HINTS ENV CUDA_PATH ENV CUDA_HOME PATH_SUFFIXES bin
+                 PATHS /usr/local/cuda/bin /usr/local/cuda)
+    if(KVSCOPE_NVCC)
+      set(ENV{CUDACXX} "${KVSCOPE_NVCC}")
+    endif()
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 80 90)
+    endif()
+    enable_language(CUDA)
+    # C++17: the newest dialect CMake 3.25 knows how to ask nvcc for (the kernels need no more).
+    set(CMAKE_CUDA_STANDARD 17)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    set(CMAKE_CUDA_EXTENSIONS OFF)
+    find_package(CUDAToolkit REQUIRED)
+    set(KVSCOPE_HAVE_CUDA ON)
+    string(REPLACE ";" " " _kvscope_archs "${CMAKE_CUDA_ARCHITECTURES}")
+    set(KVSCOPE_BACKENDS
+        "cpu; CUDA ${CUDAToolkit_VERSION} kernels (${_kvscope_archs}), no CUDA engine backend yet")
+    message(STATUS "CUDA: ${CMAKE_CUDA_COMPILER} (${CUDAToolkit_VERSION}), architectures "
+                   "${CMAKE_CUDA_ARCHITECTURES}")
+  elseif(_kvscope_cuda STREQUAL "ON")
+    message(FATAL_ERROR
+      "KVSCOPE_CUDA=ON but no CUDA compiler was found (nvcc not on PATH, not in /usr/local/cuda/bin, "
+      "no $CUDACXX): install the CUDA toolkit, or pass -DCMAKE_CUDA_COMPILER=/path/to/nvcc, or "
+      "configure with -DKVSCOPE_CUDA=OFF (or AUTO) to build the CPU backend only")
+  else()
+    message(STATUS "CUDA: no toolkit found (no nvcc): building the CPU backend only "
+                   "(-DKVSCOPE_CUDA=ON makes this an error)")
+  endif()
+endif()
