@@ -42,7 +42,8 @@ if(NOT _kvscope_cuda STREQUAL "OFF")
     set(CMAKE_CUDA_EXTENSIONS OFF)
     find_package(CUDAToolkit REQUIRED)
     set(KVSCOPE_HAVE_CUDA ON)
-    string(REPLACE ";" " " _kvscope_archs "${CMAKE_CUDA_ARCHITECTURES}")
+    list(TRANSFORM CMAKE_CUDA_ARCHITECTURES PREPEND "sm_" OUTPUT_VARIABLE _kvscope_archs)
+    string(REPLACE ";" ", " _kvscope_archs "${_kvscope_archs}")
     set(KVSCOPE_BACKENDS
         "cpu; CUDA ${CUDAToolkit_VERSION} kernels (${_kvscope_archs}), no CUDA engine backend yet")
     message(STATUS "CUDA: ${CMAKE_CUDA_COMPILER} (${CUDAToolkit_VERSION}), architectures "
