@@ -1,6 +1,6 @@
 // `kvscope bench memory`: this machine's memory bandwidth, the limit every step's achieved
 // bandwidth is drawn against (and kept in the cache recordings read it from). `bench cpu` is in
-// cmd_bench_cpu.cpp.
+// cmd_bench_cpu.cpp, `bench gpu` in cmd_bench_gpu.cpp.
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -65,7 +65,9 @@ std::vector<Command> register_bench(CLI::App& cli) {
         ->check(CLI::Range(1, 100))
         ->capture_default_str();
     mem->add_flag("--json", o->json, "One JSON object");
-    return {{mem, [o] { return run_bench_memory(*o); }}, register_bench_cpu(*bench)};
+    return {{mem, [o] { return run_bench_memory(*o); }},
+            register_bench_cpu(*bench),
+            register_bench_gpu(*bench)};
 }
 
 }  // namespace kvscope::app

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "app/backend_flag.h"
 #include "app/commands.h"
 #include "app/matmul_flag.h"
 #include "base/terminal_text.h"
@@ -26,6 +27,7 @@ struct BenchCpuOptions {
     std::string model;
     int threads = 0;
     MatmulMode matmul = MatmulMode::kExact;
+    Backend backend = Backend::kCpu;
     int reps = 3;
     std::vector<std::string> tests = {"pp128", "pp512", "tg128"};
     bool json = false;
@@ -159,6 +161,7 @@ Command register_bench_cpu(CLI::App& bench) {
         ->check(CLI::Range(0, 1024))
         ->capture_default_str();
     add_matmul_flag(*sub, o->matmul);
+    add_backend_flag(*sub, o->backend);
     sub->add_option("--reps", o->reps, "Runs of each test (mean and deviation printed)")
         ->check(CLI::Range(1, 1000))
         ->capture_default_str();
@@ -168,7 +171,10 @@ Command register_bench_cpu(CLI::App& bench) {
         ->delimiter(',')
         ->capture_default_str();
     sub->add_flag("--json", o->json, "One JSON object");
-    return {sub, [o] { return resolve_model(o->model) ? 1 : run_bench_cpu(*o); }};
+    return {sub, [o] {
+                if (check_backend(o->backend)) return 1;
+                return resolve_model(o->model) ? 1 : run_bench_cpu(*o);
+            }};
 }
 
 }  // namespace kvscope::app

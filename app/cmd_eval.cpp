@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "app/backend_flag.h"
 #include "app/commands.h"
 #include "app/data_paths.h"
 #include "app/matmul_flag.h"
@@ -33,6 +34,7 @@ struct EvalOptions {
     bool compact = false;
     int32_t threads = 0;
     MatmulMode matmul = MatmulMode::kExact;
+    Backend backend = Backend::kCpu;
     bool json = false;
 };
 
@@ -188,8 +190,12 @@ Command register_eval(CLI::App& cli) {
         ->check(CLI::Range(0, 1024))
         ->capture_default_str();
     add_matmul_flag(*sub, o->matmul);
+    add_backend_flag(*sub, o->backend);
     sub->add_flag("--json", o->json, "One JSON array, a row per setting");
-    return {sub, [o] { return resolve_model(o->model) ? 1 : run_eval(*o); }};
+    return {sub, [o] {
+                if (check_backend(o->backend)) return 1;
+                return resolve_model(o->model) ? 1 : run_eval(*o);
+            }};
 }
 
 }  // namespace kvscope::app

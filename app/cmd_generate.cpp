@@ -3,6 +3,7 @@
 #include <memory>
 #include <sstream>
 
+#include "app/backend_flag.h"
 #include "app/commands.h"
 #include "app/context_size.h"
 #include "app/data_paths.h"
@@ -32,6 +33,7 @@ struct GenerateOptions {
     int32_t ctx_size = 0;
     int32_t threads = 0;
     MatmulMode matmul = MatmulMode::kExact;
+    Backend backend = Backend::kCpu;
     std::string record;
     bool force = false;
     std::string capture_attention;
@@ -139,13 +141,17 @@ Command register_generate(CLI::App& cli) {
         ->check(CLI::Range(0, 1024))
         ->capture_default_str();
     add_matmul_flag(*sub, o->matmul);
+    add_backend_flag(*sub, o->backend);
     sub->add_option("--record", o->record, "Record the run to a session file (.kvs)");
     add_force_flag(*sub, o->force);
     sub->add_option("--capture-attention", o->capture_attention,
                     "Record attention rows: all | none | LAYER:HEAD,... ('*' for any)");
     add_eviction_flags(*sub, o->eviction);
     sub->get_option("--prompt")->excludes("--prompt-ids");
-    return {sub, [o] { return resolve_model(o->model) ? 1 : run_generate(*o); }};
+    return {sub, [o] {
+                if (check_backend(o->backend)) return 1;
+                return resolve_model(o->model) ? 1 : run_generate(*o);
+            }};
 }
 
 }  // namespace kvscope::app

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "app/backend_flag.h"
 #include "app/commands.h"
 #include "app/context_size.h"
 #include "app/data_paths.h"
@@ -20,7 +21,7 @@ namespace {
 struct GuiOptions {
     std::string model;
     std::string workload;
-    std::string backend = "cpu";
+    Backend backend = Backend::kCpu;
     ServingFlags serving;
     ui::WindowOptions window;
     bool record = false;
@@ -38,9 +39,7 @@ std::vector<Request> demo_workload(const LoadedModel& m) {
 
 int run_gui(GuiOptions& o) {
     if (auto e = o.serving.eviction.options(); !e) return usage_error(e.error().message);
-    if (o.backend != "cpu")
-        return fail("--backend " + o.backend +
-                    " is not available in this build: the CPU backend is the only one so far");
+    if (check_backend(o.backend)) return 1;
     auto model_path = model_path_or_bundled(o.model);
     if (!model_path) {
         o.window.startup_error = model_path.error().message;  // shown, then exit status 1
@@ -112,7 +111,7 @@ GuiCommands register_gui(CLI::App& cli) {
     gui->add_option("--model", live->model, kModelOptionHelp);
     gui->add_option("--workload", live->workload,
                     "Workload file (JSONL); default: a generated chat workload");
-    gui->add_option("--backend", live->backend, "cpu | cuda")->capture_default_str();
+    add_backend_flag(*gui, live->backend);
     add_serving_flags(*gui, live->serving);
     gui->add_flag("--record", live->record, "Keep the session file of the run");
     gui->add_option("--record-path", live->record_path, "Where --record writes")

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "app/backend_flag.h"
 #include "app/commands.h"
 #include "app/data_paths.h"
 #include "app/matmul_flag.h"
@@ -21,6 +22,7 @@ struct PerplexityOptions {
     int32_t ctx = 512;
     int32_t threads = 0;
     MatmulMode matmul = MatmulMode::kExact;
+    Backend backend = Backend::kCpu;
 };
 
 int run_perplexity(const PerplexityOptions& o) {
@@ -73,7 +75,11 @@ Command register_perplexity(CLI::App& cli) {
     sub->add_option("--threads", o->threads, "Worker threads (0 = all cores)")
         ->check(CLI::Range(0, 1024));
     add_matmul_flag(*sub, o->matmul);
-    return {sub, [o] { return resolve_model(o->model) ? 1 : run_perplexity(*o); }};
+    add_backend_flag(*sub, o->backend);
+    return {sub, [o] {
+                if (check_backend(o->backend)) return 1;
+                return resolve_model(o->model) ? 1 : run_perplexity(*o);
+            }};
 }
 
 }  // namespace kvscope::app

@@ -3,6 +3,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "app/backend_flag.h"
 #include "app/commands.h"
 #include "app/context_size.h"
 #include "app/data_paths.h"
@@ -22,6 +23,7 @@ struct RunOptions {
     std::string model;
     std::string workload;
     ServingFlags serving;
+    Backend backend = Backend::kCpu;
     std::string summary_json;
     std::string record;
     bool force = false;
@@ -157,10 +159,14 @@ Command register_run(CLI::App& cli) {
     sub->add_option("--model", o->model, kModelOptionHelp);
     sub->add_option("--workload", o->workload, "Workload file (JSONL)")->required();
     add_serving_flags(*sub, o->serving);
+    add_backend_flag(*sub, o->backend);
     sub->add_option("--summary-json", o->summary_json, "Write the summary as JSON here");
     sub->add_option("--record", o->record, "Record the run to a session file (.kvs)");
     add_force_flag(*sub, o->force);
-    return {sub, [o] { return resolve_model(o->model) ? 1 : run_serving(*o); }};
+    return {sub, [o] {
+                if (check_backend(o->backend)) return 1;
+                return resolve_model(o->model) ? 1 : run_serving(*o);
+            }};
 }
 
 }  // namespace kvscope::app

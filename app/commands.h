@@ -30,9 +30,10 @@ Command register_perplexity(CLI::App& cli);
 Command register_eval(CLI::App& cli);
 Command register_attach(CLI::App& cli);
 Command register_publish(CLI::App& cli);
-// `bench` and its subcommands (memory, cpu).
+// `bench` and its subcommands (memory, cpu, gpu).
 std::vector<Command> register_bench(CLI::App& cli);
 Command register_bench_cpu(CLI::App& bench);
+Command register_bench_gpu(CLI::App& bench);
 // Hidden: prints the README's table of commands from `cli`'s own definition.
 Command register_commands_table(CLI::App& cli);
 std::string commands_table(const CLI::App& cli);

@@ -1,0 +1,44 @@
+#include "app/backend_flag.h"
+
+#include "app/commands.h"
+#ifdef KVSCOPE_HAVE_CUDA
+#include "kernels/device_info.h"
+#endif
+
+namespace kvscope::app {
+
+void add_backend_flag(CLI::App& sub, Backend& backend) {
+    sub.add_option_function<std::string>(
+           "--backend",
+           [&backend](const std::string& v) {
+               backend = v == "cuda" ? Backend::kCuda : Backend::kCpu;
+           },
+           "cpu (the reference, runs anywhere) | cuda (needs a build with CUDA and a GPU)")
+        ->check(CLI::IsMember({"cpu", "cuda"}))
+        ->default_str("cpu");
+}
+
+bool build_has_cuda() {
+#ifdef KVSCOPE_HAVE_CUDA
+    return true;
+#else
+    return false;
+#endif
+}
+
+int check_backend(Backend backend) {
+    if (backend == Backend::kCpu) return 0;
+#ifndef KVSCOPE_HAVE_CUDA
+    return fail(std::string("--backend cuda: ") + kNoCudaBuild);
+#else
+    kernels::DeviceQuery q = kernels::query_devices();
+    if (q.devices.empty())
+        return fail("--backend cuda: no usable CUDA device (cudaGetDeviceCount: " + q.error + ")");
+    return fail(
+        "--backend cuda: not implemented yet: this build has the CUDA kernels but not the "
+        "engine backend that runs a model on them (found " +
+        q.devices.front().name + "); use --backend cpu");
+#endif
+}
+
+}  // namespace kvscope::app

@@ -1,0 +1,26 @@
+#pragma once
+// --backend cpu|cuda on every command that runs the engine (generate, run, eval, perplexity,
+// bench cpu, gui), and what `cuda` means in this build on this machine.
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+namespace kvscope::app {
+
+enum class Backend { kCpu, kCuda };
+
+void add_backend_flag(CLI::App& sub, Backend& backend);
+
+// 0 when `backend` can run here. Otherwise prints one line saying why and returns 1: a build
+// without CUDA, no usable device (cudaGetDeviceCount's reason), or, with a device, that the
+// CUDA engine backend is not written yet (only its kernels are). Commands call it before
+// looking at their other inputs.
+int check_backend(Backend backend);
+
+// Whether this build has the CUDA kernels (configured with KVSCOPE_CUDA on and a toolkit).
+bool build_has_cuda();
+// The one line a command that needs CUDA prints in a build without it, after "<what>: ".
+inline constexpr const char* kNoCudaBuild =
+    "this build has no CUDA backend (configure with -DKVSCOPE_CUDA=ON)";
+
+}  // namespace kvscope::app
