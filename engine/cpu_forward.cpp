@@ -9,19 +9,26 @@
 #include "engine/cpu_matmul.h"
 #include "engine/cpu_ops.h"
 #include "engine/kv_eviction.h"
+#include "engine/q4_0_interleaved.h"
 #include "engine/thread_pool.h"
 
 namespace kvscope {
 
 CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights, KvCacheStorage& kv,
                        ThreadPool& pool)
-    : config_(config), weights_(weights), kv_(kv), pool_(pool) {
+    : config_(config), file_weights_(weights), weights_(weights), kv_(kv), pool_(pool) {
     int half = config.head_dim / 2;
     inv_freq_.resize(static_cast<size_t>(half));
     for (int i = 0; i < half; ++i)
         inv_freq_[static_cast<size_t>(i)] =
             1.0f / std::pow(config.rope_theta,
                             static_cast<float>(2 * i) / static_cast<float>(config.head_dim));
+}
+
+void CpuForward::set_matmul_mode(MatmulMode mode) {
+    if (mode == matmul_mode_) return;
+    matmul_mode_ = mode;
+    weights_ = mode == MatmulMode::kFast ? with_interleaved_q4_0(file_weights_) : file_weights_;
 }
 
 namespace {

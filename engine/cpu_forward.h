@@ -85,14 +85,16 @@ class CpuForward {
     const PhaseTimes& last_phase_times() const { return times_; }
     // Null (the default) traces nothing; otherwise run() appends a span per op (op_trace.h).
     void set_trace(OpTrace* trace) { trace_ = trace; }
-    // How projections multiply (cpu_matmul.h); exact by default.
-    void set_matmul_mode(MatmulMode mode) { matmul_mode_ = mode; }
+    // How projections multiply (cpu_matmul.h); exact by default. Fast mode keeps an interleaved
+    // copy of Q4_0 weights (q4_0_interleaved.h), made here and dropped when leaving it.
+    void set_matmul_mode(MatmulMode mode);
 
   private:
     void attention(const ForwardBatch& batch, int layer);
 
     const ModelConfig& config_;
-    const ModelWeights& weights_;
+    const ModelWeights& file_weights_;
+    ModelWeights weights_;  // the views multiplied: file_weights_, or with interleaved copies
     KvCacheStorage& kv_;
     ThreadPool& pool_;
     AttentionCapture* capture_ = nullptr;

@@ -1,11 +1,13 @@
 // [SECTION] Exact: weights converted to fp32 a chunk at a time, summed in dot()'s order
-// [SECTION] Fast: 8-bit activations, integer block dot products (Q8_0, Q4_0)
+// [SECTION] Fast: 8-bit activations, integer block dot products (Q8_0; Q4_0 interleaved)
 // [SECTION] Entry point
 #include "engine/cpu_matmul.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <new>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -14,12 +16,14 @@
 #endif
 
 #include "engine/cpu_ops.h"
+#include "engine/q4_0_interleaved.h"
 #include "engine/thread_pool.h"
 
 // GCC 12 reports its own AVX-512 intrinsics (which start from a deliberately undefined register)
-// as maybe-uninitialized wherever they are inlined.
+// as (maybe-)uninitialized wherever they are inlined.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
 namespace kvscope {
@@ -466,15 +470,16 @@ void matmul_exact(ThreadPool& pool, const float* x, int n_rows, const Matrix& w,
 // ---------------------------------------------------------------------------------------------
 
 // One 32-value block of an activation row as llama.cpp's Q8_0 holds it: d = max|x| / 127 kept
-// as fp16 (here its fp32 value), codes round(x * 127 / max|x|), ties to even. Beside it, for
-// each group of four codes, minus their sum times 8: Q4_0's integer block dot starts from these,
-// so its stored nibbles (q + 8) enter the unsigned side of the byte multiply with no sign fix-up
-// per block. The lanes are the same exact integers either way.
+// as fp16 (here its fp32 value), codes round(x * 127 / max|x|), ties to even. Beside them, sums
+// the integer dots start from, so that weight codes can enter the unsigned side of the byte
+// multiply as stored (Q4_0 nibbles q + 8) or shifted (Q8_0 bytes + 128) with no fix-up per
+// block: minus 8 times the block's code sum, and minus 128 times each group of four's. The dots
+// are the same exact integers either way.
 struct ActivationBlock {
     float d;
     int8_t q[32];
-    int32_t minus8_sums[8];
-    int32_t minus128_sums[8];  // the same for Q8_0 bytes + 128 (the 16-lane path)
+    int32_t minus8_sum;
+    int32_t minus128_sums[8];  // Q8_0's 16-lane path
 };
 
 void quantize_activations(const float* x, int k, ActivationBlock* out) {
@@ -487,12 +492,14 @@ void quantize_activations(const float* x, int k, ActivationBlock* out) {
         out[b].d = fp16_to_f32(f32_to_fp16(amax / 127.0f));
         for (int i = 0; i < 32; ++i)
             out[b].q[i] = static_cast<int8_t>(std::nearbyint(v[i] * id));
+        int32_t total = 0;
         for (int l = 0; l < 8; ++l) {
             const int32_t sum =
                 out[b].q[4 * l] + out[b].q[4 * l + 1] + out[b].q[4 * l + 2] + out[b].q[4 * l + 3];
-            out[b].minus8_sums[l] = -8 * sum;
             out[b].minus128_sums[l] = -128 * sum;
+            total += sum;
         }
+        out[b].minus8_sum = -8 * total;
     }
 }
 
@@ -500,9 +507,11 @@ bool fast_type(GgmlType t) {
     return t == GgmlType::Q8_0 || t == GgmlType::Q4_0;
 }
 
-// llama.cpp's final fold of its eight lanes (hsum_float_8).
-inline float reduce_lanes_fast(Lanes a) {
-    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+// The block's four codes starting at q[i] as one int32 (for broadcasting to every lane).
+inline int32_t four_codes(const int8_t* q) {
+    int32_t v;
+    std::memcpy(&v, q, 4);
+    return v;
 }
 
 #if defined(__AVX2__)
@@ -511,84 +520,44 @@ constexpr bool kByteDotAccumulates = true;
 #else
 constexpr bool kByteDotAccumulates = false;
 #endif
-// Q4_0's nibbles fit the unsigned side even where the byte multiply saturates pairs at int16
-// (no VNNI). Q8_0 bytes + 128 would need VNNI and an extra xor per block; measured (Qwen2.5-0.5B's
-// shape, one thread) Q4_0 decode went 55 -> 57 tokens/s this way, Q8_0 no faster.
-template <GgmlType T>
-constexpr bool kOffsetCodes = T == GgmlType::Q4_0;
+// start + per int32 lane the four products of unsigned bytes u and signed bytes s. Without VNNI
+// the byte multiply saturates pairs of products at int16; the callers' operands never reach it
+// (|Q8_0 code| <= 128 or a nibble <= 15, times an activation code in -127..127).
+inline __m256i byte_dot(__m256i start, __m256i u, __m256i s) {
+    if constexpr (kByteDotAccumulates) return _mm256_dpbusd_epi32(start, u, s);
+    return _mm256_add_epi32(start,
+                            _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+}
+#endif
 
-// The block's 32 weight codes: Q8_0 as stored (signed), Q4_0 nibbles as stored (q + 8, low ones
-// first).
-template <GgmlType T>
-inline __m256i weight_codes(const uint8_t* blk) {
-    if constexpr (T == GgmlType::Q8_0) {
-        return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
-    } else {
-        const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
-        const __m256i both = _mm256_set_m128i(_mm_srli_epi16(b, 4), b);
-        return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
-    }
+// ---- Q8_0: a row's blocks in eight int32 lanes of four products, folded as llama.cpp folds.
+
+// llama.cpp's final fold of its eight lanes (hsum_float_8).
+inline float reduce_lanes_fast(Lanes a) {
+    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
 }
-// Eight int32 lanes, lane l the sum of products 4l .. 4l+3 of the block's weight and activation
-// codes: exact integers, so every instruction sequence that forms them gives the same lanes.
-template <GgmlType T>
-inline __m256i dot_lanes(__m256i w, const ActivationBlock& xb) {
+
+constexpr int kQ8_0BlockBytes = 34;
+
+#if defined(__AVX2__)
+// Eight int32 lanes, lane l the sum of products 4l .. 4l+3 of a Q8_0 block's codes and the
+// activation block's: |w| times x with w's sign.
+inline __m256i q8_0_dot_lanes(const uint8_t* blk, const ActivationBlock& xb) {
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
     const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q));
-    __m256i start, unsigned_w, signed_x;
-    if constexpr (kOffsetCodes<T>) {
-        start = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.minus8_sums));
-        unsigned_w = w;
-        signed_x = x;
-    } else {  // |w| times x with w's sign
-        start = _mm256_setzero_si256();
-        unsigned_w = _mm256_sign_epi8(w, w);
-        signed_x = _mm256_sign_epi8(x, w);
-    }
-    if constexpr (kByteDotAccumulates) return _mm256_dpbusd_epi32(start, unsigned_w, signed_x);
-    return _mm256_add_epi32(
-        start, _mm256_madd_epi16(_mm256_maddubs_epi16(unsigned_w, signed_x), _mm256_set1_epi16(1)));
-}
-#else
-template <GgmlType T>
-inline void weight_codes(const uint8_t* blk, int8_t out[32]) {
-    for (int i = 0; i < 32; ++i)
-        out[i] = T == GgmlType::Q8_0 ? static_cast<int8_t>(blk[2 + i])
-                                     : static_cast<int8_t>(i < 16 ? (blk[2 + i] & 0x0f) - 8
-                                                                  : (blk[2 + i - 16] >> 4) - 8);
+    return byte_dot(_mm256_setzero_si256(), _mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
 }
 #endif
 
 #if defined(KVSCOPE_PAIRED_BYTE_DOTS)
-// Two weight rows per 16-lane register: lanes 0-7 row j's, 8-15 row j+1's. The integer lanes
-// are the same exact sums as the 8-lane path's (weights enter the unsigned side as stored Q4_0
-// nibbles or Q8_0 bytes + 128, the dot starting from the activations' offset sums: there is no
-// 512-bit sign instruction), and each fp32 lane takes the same scaled sums in the same order, so
-// the bits are those of the 8-lane tile.
-template <GgmlType T>
-inline __m512i weight_code_pair(const uint8_t* blk0, const uint8_t* blk1) {
-    if constexpr (T == GgmlType::Q8_0) {
-        const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk0 + 2));
-        const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk1 + 2));
-        return _mm512_xor_si512(_mm512_inserti64x4(_mm512_zextsi256_si512(lo), hi, 1),
-                                _mm512_set1_epi8(-128));
-    } else {
-        // [codes j | codes j+1] -> nibbles [low j, low j+1, high j, high j+1] -> 128-bit lanes
-        // reordered to [low j, high j, low j+1, high j+1].
-        const __m256i both = _mm256_inserti128_si256(
-            _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk0 + 2))),
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk1 + 2)), 1);
-        const __m512i split = _mm512_and_si512(
-            _mm512_inserti64x4(_mm512_zextsi256_si512(both), _mm256_srli_epi16(both, 4), 1),
-            _mm512_set1_epi8(0x0f));
-        return _mm512_shuffle_i64x2(split, split, _MM_SHUFFLE(3, 1, 2, 0));
-    }
-}
-
-template <GgmlType T, int R, int W>
-[[gnu::always_inline]] inline void fast_tile_pairs(const ActivationBlock* xq, int blocks,
+// Two weight rows per 16-lane register: lanes 0-7 row j's, 8-15 row j+1's, the same exact
+// integer lanes as the 8-lane path's (bytes + 128 on the unsigned side, the dot starting from
+// the activations' offset sums: there is no 512-bit sign instruction), and each fp32 lane takes
+// the same scaled sums in the same order, so the bits are those of the 8-lane tile.
+template <int R, int W>
+[[gnu::always_inline]] inline void q8_0_tile_pairs(const ActivationBlock* xq, int blocks,
                                                    const uint8_t* const (&wr)[W],
                                                    Lanes (&acc)[R][W]) {
-    constexpr int kBytes = T == GgmlType::Q8_0 ? 34 : 18;
     constexpr int P = W / 2;
     __m512 pairs[R][P];
     for (int r = 0; r < R; ++r)
@@ -599,9 +568,12 @@ template <GgmlType T, int R, int W>
         __m512 dw[P];
 #pragma GCC unroll 8
         for (int p = 0; p < P; ++p) {
-            const uint8_t* blk0 = wr[2 * p] + b * kBytes;
-            const uint8_t* blk1 = wr[2 * p + 1] + b * kBytes;
-            qw[p] = weight_code_pair<T>(blk0, blk1);
+            const uint8_t* blk0 = wr[2 * p] + b * kQ8_0BlockBytes;
+            const uint8_t* blk1 = wr[2 * p + 1] + b * kQ8_0BlockBytes;
+            const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk0 + 2));
+            const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk1 + 2));
+            qw[p] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_zextsi256_si512(lo), hi, 1),
+                                     _mm512_set1_epi8(-128));
             dw[p] = _mm512_insertf32x8(_mm512_zextps256_ps512(_mm256_set1_ps(half_at(blk0))),
                                        _mm256_set1_ps(half_at(blk1)), 1);
         }
@@ -610,9 +582,8 @@ template <GgmlType T, int R, int W>
             const ActivationBlock& xb = xq[static_cast<int64_t>(r) * blocks + b];
             const __m512i qx =
                 _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q)));
-            const __m512i start =
-                _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(
-                    T == GgmlType::Q8_0 ? xb.minus128_sums : xb.minus8_sums)));
+            const __m512i start = _mm512_broadcast_i64x4(
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.minus128_sums)));
             const __m512 dx = _mm512_set1_ps(xb.d);
 #pragma GCC unroll 8
             for (int p = 0; p < P; ++p) {
@@ -631,58 +602,37 @@ template <GgmlType T, int R, int W>
 
 // The 8-lane tile's blocks: every weight row's codes against every input row's, one register
 // per (input row, weight row).
-template <GgmlType T, int R, int W>
-[[gnu::always_inline]] inline void fast_tile_lanes(const ActivationBlock* xq, int blocks,
+template <int R, int W>
+[[gnu::always_inline]] inline void q8_0_tile_lanes(const ActivationBlock* xq, int blocks,
                                                    const uint8_t* const (&wr)[W],
                                                    Lanes (&acc)[R][W]) {
-    constexpr int kBytes = T == GgmlType::Q8_0 ? 34 : 18;
     for (int b = 0; b < blocks; ++b) {
-        float dw[W];
-#if defined(__AVX2__)
-        __m256i qw[W];
-#pragma GCC unroll 8
-        for (int j = 0; j < W; ++j) {
-            const uint8_t* blk = wr[j] + b * kBytes;
-            dw[j] = half_at(blk);
-            qw[j] = weight_codes<T>(blk);
-        }
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
             const ActivationBlock& xb = xq[static_cast<int64_t>(r) * blocks + b];
 #pragma GCC unroll 8
             for (int j = 0; j < W; ++j) {
-                const Lanes sum = (Lanes)_mm256_cvtepi32_ps(dot_lanes<T>(qw[j], xb));
-                const float d = dw[j] * xb.d;
-                acc[r][j] = mul_add(acc[r][j], Lanes{d, d, d, d, d, d, d, d}, sum);
-            }
-        }
-#else
-        int8_t qw[W][32];
-        for (int j = 0; j < W; ++j) {
-            const uint8_t* blk = wr[j] + b * kBytes;
-            dw[j] = half_at(blk);
-            weight_codes<T>(blk, qw[j]);
-        }
-        for (int r = 0; r < R; ++r) {
-            const ActivationBlock& xb = xq[static_cast<int64_t>(r) * blocks + b];
-            for (int j = 0; j < W; ++j) {
+                const uint8_t* blk = wr[j] + b * kQ8_0BlockBytes;
                 Lanes sum;
+#if defined(__AVX2__)
+                sum = (Lanes)_mm256_cvtepi32_ps(q8_0_dot_lanes(blk, xb));
+#else
                 for (int l = 0; l < 8; ++l) {
                     int32_t s = 0;
                     for (int i = 4 * l; i < 4 * l + 4; ++i)
-                        s += qw[j][i] * xb.q[i];
+                        s += static_cast<int8_t>(blk[2 + i]) * xb.q[i];
                     sum[l] = static_cast<float>(s);
                 }
-                const float d = dw[j] * xb.d;
+#endif
+                const float d = half_at(blk) * xb.d;
                 acc[r][j] = mul_add(acc[r][j], Lanes{d, d, d, d, d, d, d, d}, sum);
             }
         }
-#endif
     }
 }
 
-template <GgmlType T, int R, int W>
-[[gnu::always_inline]] inline void fast_tile(const ActivationBlock* xq, int k, const Matrix& w,
+template <int R, int W>
+[[gnu::always_inline]] inline void q8_0_tile(const ActivationBlock* xq, int k, const Matrix& w,
                                              int64_t o, float* out) {
     const int blocks = k / 32;
     const int64_t n_out = w.rows;
@@ -691,20 +641,165 @@ template <GgmlType T, int R, int W>
         wr[j] = w.row(o + j);
     Lanes acc[R][W] = {};
 #if defined(KVSCOPE_PAIRED_BYTE_DOTS)
-    constexpr bool kPairs = R > 1 && W % 2 == 0;
-#else
-    constexpr bool kPairs = false;
+    if constexpr (R > 1 && W % 2 == 0)
+        q8_0_tile_pairs<R, W>(xq, blocks, wr, acc);
+    else
 #endif
-    if constexpr (kPairs) {
-#if defined(KVSCOPE_PAIRED_BYTE_DOTS)
-        fast_tile_pairs<T, R, W>(xq, blocks, wr, acc);
-#endif
-    } else {
-        fast_tile_lanes<T, R, W>(xq, blocks, wr, acc);
-    }
+        q8_0_tile_lanes<R, W>(xq, blocks, wr, acc);
     for (int r = 0; r < R; ++r)
         for (int j = 0; j < W; ++j)
             out[r * n_out + o + j] = reduce_lanes_fast(acc[r][j]);
+}
+
+void matmul_q8_0(ThreadPool& pool, const ActivationBlock* xq, int n_rows, const Matrix& w,
+                 float* out) {
+    const int k = w.cols, blocks = k / 32;
+    const int64_t cost = static_cast<int64_t>(n_rows) * w.rows * w.cols / 4;
+    pool.parallel_for(w.rows, cost, [&](int64_t begin, int64_t end) {
+        over_tiles<kFastTileRows, kFastTileWeights, false>(
+            n_rows, begin, end, static_cast<int64_t>(blocks) * sizeof(ActivationBlock),
+            [&]<int R, int W>(int r, int64_t o) {
+                q8_0_tile<R, W>(xq + static_cast<int64_t>(r) * blocks, k, w, o,
+                                out + static_cast<int64_t>(r) * w.rows);
+            });
+    });
+}
+
+// ---- Q4_0, interleaved (q4_0_interleaved.h): one lane per weight row. Each block's 32 products
+// sum in integers to the row's exact block dot, then acc = fma(dot, d_w * d_x, acc), block by
+// block (as llama.cpp's repacked Q4_0 kernels), so there is nothing to fold at the end.
+
+// Input rows per tile: R accumulators, eight code registers and two dots per row in flight.
+constexpr int kInterleavedTileRows = 4;
+
+template <int R>
+[[gnu::always_inline]] inline void q4_0_interleaved_tile(const ActivationBlock* xq, int blocks,
+                                                         const uint8_t* codes,
+                                                         const uint8_t* scales,
+                                                         float (&res)[R][kInterleavedRows]) {
+#if defined(KVSCOPE_PAIRED_BYTE_DOTS) && defined(__F16C__)
+    __m512 acc[R];
+    for (int r = 0; r < R; ++r)
+        acc[r] = _mm512_setzero_ps();
+    const __m512i low = _mm512_set1_epi8(0x0f);
+    for (int b = 0; b < blocks; ++b) {
+        const uint8_t* c = codes + b * kInterleavedCodeBytes;
+        __m512i w[8];
+#pragma GCC unroll 4
+        for (int m = 0; m < 4; ++m) {
+            const __m512i raw = _mm512_load_si512(c + 64 * m);
+            w[m] = _mm512_and_si512(raw, low);
+            w[m + 4] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low);
+        }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(scales + b * kInterleavedScaleBytes)));
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+            const ActivationBlock& xb = xq[static_cast<int64_t>(r) * blocks + b];
+            // Two chains of four, so a lone input row (decode) is not one long chain of latencies.
+            __m512i even = _mm512_set1_epi32(xb.minus8_sum), odd = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int i = 0; i < 8; i += 2) {
+                even = _mm512_dpbusd_epi32(even, w[i], _mm512_set1_epi32(four_codes(xb.q + 4 * i)));
+                odd = _mm512_dpbusd_epi32(odd, w[i + 1],
+                                          _mm512_set1_epi32(four_codes(xb.q + 4 * i + 4)));
+            }
+            const __m512 dot = _mm512_cvtepi32_ps(_mm512_add_epi32(even, odd));
+            acc[r] = _mm512_fmadd_ps(dot, _mm512_mul_ps(dw, _mm512_set1_ps(xb.d)), acc[r]);
+        }
+    }
+    for (int r = 0; r < R; ++r)
+        _mm512_storeu_ps(res[r], acc[r]);
+#elif defined(__AVX2__) && defined(__F16C__) && defined(__FMA__)
+    // The same in two halves of eight rows (each run's 32 bytes of rows 0-7, then 8-15).
+    __m256 acc[R][2];
+    for (int r = 0; r < R; ++r)
+        acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    const __m256i low = _mm256_set1_epi8(0x0f);
+    for (int b = 0; b < blocks; ++b) {
+        const uint8_t* c = codes + b * kInterleavedCodeBytes;
+        for (int h = 0; h < 2; ++h) {
+            __m256i w[8];
+            for (int m = 0; m < 4; ++m) {
+                const __m256i raw =
+                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 64 * m + 32 * h));
+                w[m] = _mm256_and_si256(raw, low);
+                w[m + 4] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
+            }
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(
+                reinterpret_cast<const __m128i*>(scales + b * kInterleavedScaleBytes + 16 * h)));
+            for (int r = 0; r < R; ++r) {
+                const ActivationBlock& xb = xq[static_cast<int64_t>(r) * blocks + b];
+                __m256i dot = _mm256_set1_epi32(xb.minus8_sum);
+                for (int i = 0; i < 8; ++i)  // nibbles: pairs of products stay inside int16
+                    dot = byte_dot(dot, w[i], _mm256_set1_epi32(four_codes(xb.q + 4 * i)));
+                acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot),
+                                            _mm256_mul_ps(dw, _mm256_set1_ps(xb.d)), acc[r][h]);
+            }
+        }
+    }
+    for (int r = 0; r < R; ++r) {
+        _mm256_storeu_ps(res[r], acc[r][0]);
+        _mm256_storeu_ps(res[r] + 8, acc[r][1]);
+    }
+#else
+    for (int r = 0; r < R; ++r)
+        for (int l = 0; l < kInterleavedRows; ++l)
+            res[r][l] = 0.0f;
+    for (int b = 0; b < blocks; ++b) {
+        const uint8_t* c = codes + b * kInterleavedCodeBytes;
+        for (int l = 0; l < kInterleavedRows; ++l) {
+            const float dw = half_at(scales + b * kInterleavedScaleBytes + 2 * l);
+            for (int r = 0; r < R; ++r) {
+                const ActivationBlock& xb = xq[static_cast<int64_t>(r) * blocks + b];
+                int32_t dot = xb.minus8_sum;
+                for (int m = 0; m < 4; ++m)
+                    for (int j = 0; j < 4; ++j) {
+                        const uint8_t byte = c[64 * m + 4 * l + j];
+                        dot += (byte & 0x0f) * xb.q[4 * m + j] + (byte >> 4) * xb.q[16 + 4 * m + j];
+                    }
+                const float d = dw * xb.d;
+#if defined(__FMA__)
+                res[r][l] = std::fma(static_cast<float>(dot), d, res[r][l]);
+#else
+                res[r][l] = res[r][l] + static_cast<float>(dot) * d;
+#endif
+            }
+        }
+    }
+#endif
+}
+
+void matmul_q4_0(ThreadPool& pool, const ActivationBlock* xq, int n_rows, const Matrix& w,
+                 float* out) {
+    // Multiplying a matrix nobody interleaved (a one-off call): interleave it for this call.
+    std::unique_ptr<uint8_t, void (*)(uint8_t*)> scratch(
+        nullptr, [](uint8_t* p) { ::operator delete (p, std::align_val_t{64}); });
+    InterleavedQ4_0View v;
+    if (w.interleaved) {
+        v = interleaved_q4_0_view(w.interleaved, w.rows, w.cols);
+    } else {
+        scratch.reset(static_cast<uint8_t*>(::operator new (
+            static_cast<size_t>(interleaved_q4_0_bytes(w.rows, w.cols)), std::align_val_t{64})));
+        v = interleave_q4_0(w, scratch.get());
+    }
+    const int blocks = v.blocks;
+    const int64_t cost = static_cast<int64_t>(n_rows) * w.rows * w.cols / 4;
+    pool.parallel_for(v.groups, cost, [&](int64_t begin, int64_t end) {
+        over_tiles<kInterleavedTileRows, 1, false>(
+            n_rows, begin, end, static_cast<int64_t>(blocks) * sizeof(ActivationBlock),
+            [&]<int R, int W>(int r, int64_t g) {
+                float res[R][kInterleavedRows];
+                q4_0_interleaved_tile<R>(xq + static_cast<int64_t>(r) * blocks, blocks,
+                                         v.group_codes(g), v.group_scales(g), res);
+                const int64_t o = g * kInterleavedRows;
+                const size_t n =
+                    static_cast<size_t>(std::min<int64_t>(kInterleavedRows, w.rows - o));
+                for (int i = 0; i < R; ++i)
+                    std::memcpy(out + (r + i) * static_cast<int64_t>(w.rows) + o, res[i],
+                                n * sizeof(float));
+            });
+    });
 }
 
 void matmul_fast(ThreadPool& pool, const float* x, int n_rows, const Matrix& w, float* out) {
@@ -716,19 +811,10 @@ void matmul_fast(ThreadPool& pool, const float* x, int n_rows, const Matrix& w, 
     for (int r = 0; r < n_rows; ++r)
         quantize_activations(x + static_cast<int64_t>(r) * k, k,
                              xq + static_cast<int64_t>(r) * blocks);
-    const int64_t cost = static_cast<int64_t>(n_rows) * w.rows * w.cols / 4;
-    pool.parallel_for(w.rows, cost, [&](int64_t begin, int64_t end) {
-        over_tiles<kFastTileRows, kFastTileWeights, false>(
-            n_rows, begin, end, static_cast<int64_t>(blocks) * sizeof(ActivationBlock),
-            [&]<int R, int W>(int r, int64_t o) {
-                const ActivationBlock* xs = xq + static_cast<int64_t>(r) * blocks;
-                float* os = out + static_cast<int64_t>(r) * w.rows;
-                if (w.type == GgmlType::Q8_0)
-                    fast_tile<GgmlType::Q8_0, R, W>(xs, k, w, o, os);
-                else
-                    fast_tile<GgmlType::Q4_0, R, W>(xs, k, w, o, os);
-            });
-    });
+    if (w.type == GgmlType::Q8_0)
+        matmul_q8_0(pool, xq, n_rows, w, out);
+    else
+        matmul_q4_0(pool, xq, n_rows, w, out);
 }
 
 }  // namespace

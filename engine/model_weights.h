@@ -20,6 +20,9 @@ struct Matrix {
     int cols = 0;                // in features
     GgmlType type = GgmlType::F32;
     int64_t row_bytes = 0;
+    // Q4_0 only, optional: the same weights re-laid for fast mode (q4_0_interleaved.h), in a
+    // buffer some ModelWeights::owners entry keeps alive.
+    const uint8_t* interleaved = nullptr;
 
     Matrix() = default;
     Matrix(const float* f32, int rows_, int cols_)

@@ -131,43 +131,70 @@ TEST(CpuMatmul, ExactIsTheSameWhenInputRowsTakeSeveralPasses) {
     }
 }
 
-// Fast mode as its header describes it, one scalar at a time: 8-bit activation blocks, eight
-// integer lanes of four products per block, scaled by d_w * d_x into eight lanes, folded as
-// llama.cpp folds them. Whatever instructions the kernels use (sign tricks, unsigned nibbles
-// with offset sums, VNNI), each output must be these bits.
-float fast_reference(const Case& c, int o, const float* x) {
-    const int k = c.cols;
-    const int bytes = c.type == GgmlType::Q8_0 ? 34 : 18;
+// Fast mode as its header describes it, one scalar at a time. Whatever instructions the
+// kernels use (sign tricks, unsigned codes with offset sums, VNNI, interleaved rows), each
+// output must be these bits.
+// 8-bit activation blocks: d = max|x| / 127 rounded to fp16, codes round(x / d).
+struct ActivationCodes {
+    float d;
+    int q[32];
+};
+ActivationCodes quantize_block(const float* v) {
+    float amax = 0.0f;
+    for (int i = 0; i < 32; ++i)
+        amax = std::max(amax, std::fabs(v[i]));
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    ActivationCodes a{fp16_to_f32(f32_to_fp16(amax / 127.0f)), {}};
+    for (int i = 0; i < 32; ++i)
+        a.q[i] = static_cast<int>(std::nearbyint(v[i] * id));
+    return a;
+}
+float scale_of(const uint8_t* blk) {
+    uint16_t h;
+    std::memcpy(&h, blk, 2);
+    return fp16_to_f32(h);
+}
+float fused(float a, float b, float acc) {
+#if defined(__FMA__)
+    return std::fma(a, b, acc);
+#else
+    return acc + a * b;
+#endif
+}
+// Q8_0: eight integer lanes of four products per block, scaled by d_w * d_x into eight lanes,
+// folded as llama.cpp folds them.
+float fast_reference_q8_0(const Case& c, int o, const float* x) {
     const uint8_t* row = c.m.row(o);
     float acc[8] = {};
-    for (int b = 0; b < k / 32; ++b) {
-        const float* v = x + 32 * b;
-        float amax = 0.0f;
-        for (int i = 0; i < 32; ++i)
-            amax = std::max(amax, std::fabs(v[i]));
-        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-        const float dx = fp16_to_f32(f32_to_fp16(amax / 127.0f));
-        const uint8_t* blk = row + static_cast<int64_t>(b) * bytes;
-        uint16_t h;
-        std::memcpy(&h, blk, 2);
-        const float d = fp16_to_f32(h) * dx;
+    for (int b = 0; b < c.cols / 32; ++b) {
+        const ActivationCodes a = quantize_block(x + 32 * b);
+        const uint8_t* blk = row + static_cast<int64_t>(b) * 34;
+        const float d = scale_of(blk) * a.d;
         for (int l = 0; l < 8; ++l) {
             int32_t sum = 0;
-            for (int i = 4 * l; i < 4 * l + 4; ++i) {
-                const int qx = static_cast<int>(std::nearbyint(v[i] * id));
-                const int qw = c.type == GgmlType::Q8_0
-                                   ? static_cast<int8_t>(blk[2 + i])
-                                   : (i < 16 ? (blk[2 + i] & 0x0f) : (blk[2 + i - 16] >> 4)) - 8;
-                sum += qw * qx;
-            }
-#if defined(__FMA__)
-            acc[l] = std::fma(d, static_cast<float>(sum), acc[l]);
-#else
-            acc[l] = acc[l] + d * static_cast<float>(sum);
-#endif
+            for (int i = 4 * l; i < 4 * l + 4; ++i)
+                sum += static_cast<int8_t>(blk[2 + i]) * a.q[i];
+            acc[l] = fused(d, static_cast<float>(sum), acc[l]);
         }
     }
     return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+// Q4_0: each block's exact integer dot, then acc = fma(dot, d_w * d_x, acc), block by block.
+float fast_reference_q4_0(const Case& c, int o, const float* x) {
+    const uint8_t* row = c.m.row(o);
+    float acc = 0.0f;
+    for (int b = 0; b < c.cols / 32; ++b) {
+        const ActivationCodes a = quantize_block(x + 32 * b);
+        const uint8_t* blk = row + static_cast<int64_t>(b) * 18;
+        int32_t dot = 0;
+        for (int i = 0; i < 16; ++i)
+            dot += ((blk[2 + i] & 0x0f) - 8) * a.q[i] + ((blk[2 + i] >> 4) - 8) * a.q[16 + i];
+        acc = fused(static_cast<float>(dot), scale_of(blk) * a.d, acc);
+    }
+    return acc;
+}
+float fast_reference(const Case& c, int o, const float* x) {
+    return c.type == GgmlType::Q8_0 ? fast_reference_q8_0(c, o, x) : fast_reference_q4_0(c, o, x);
 }
 
 TEST(CpuMatmul, FastEqualsItsScalarDescriptionForQ8AndQ4) {
