@@ -482,25 +482,60 @@ struct ActivationBlock {
     int32_t minus128_sums[8];  // Q8_0's 16-lane path
 };
 
-void quantize_activations(const float* x, int k, ActivationBlock* out) {
-    for (int b = 0; b < k / 32; ++b) {
-        const float* v = x + 32 * b;
-        float amax = 0.0f;
-        for (int i = 0; i < 32; ++i)
-            amax = std::max(amax, std::fabs(v[i]));
-        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-        out[b].d = fp16_to_f32(f32_to_fp16(amax / 127.0f));
-        for (int i = 0; i < 32; ++i)
-            out[b].q[i] = static_cast<int8_t>(std::nearbyint(v[i] * id));
-        int32_t total = 0;
-        for (int l = 0; l < 8; ++l) {
-            const int32_t sum =
-                out[b].q[4 * l] + out[b].q[4 * l + 1] + out[b].q[4 * l + 2] + out[b].q[4 * l + 3];
-            out[b].minus128_sums[l] = -128 * sum;
-            total += sum;
-        }
-        out[b].minus8_sum = -8 * total;
+// The block's offset sums from its codes' sums by groups of four.
+inline void set_offset_sums(ActivationBlock& b, const int32_t (&group_sums)[8]) {
+    int32_t total = 0;
+    for (int l = 0; l < 8; ++l) {
+        b.minus128_sums[l] = -128 * group_sums[l];
+        total += group_sums[l];
     }
+    b.minus8_sum = -8 * total;
+}
+
+void quantize_activation_block(const float* v, ActivationBlock& out) {
+#if defined(__AVX2__) && defined(__F16C__)
+    // The same values as the scalar loop: max is exact in any order, the conversion to integers
+    // rounds to nearest even as nearbyint does, F16C's conversion as f32_to_fp16.
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 x[4], m = _mm256_setzero_ps();
+    for (int i = 0; i < 4; ++i) {
+        x[i] = _mm256_loadu_ps(v + 8 * i);
+        m = _mm256_max_ps(_mm256_andnot_ps(sign, x[i]), m);
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float amax = _mm_cvtss_f32(m4);
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    out.d = _cvtsh_ss(_cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT));
+    __m256i q[4];
+    for (int i = 0; i < 4; ++i)
+        q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(x[i], _mm256_set1_ps(id)));
+    // Packing works within 128-bit halves: the last permute puts the bytes back in order.
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256i bytes =
+        _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.q),
+                        _mm256_permutevar8x32_epi32(bytes, order));
+    // Sums of four: two pairwise adds give groups [0 2 4 6 | 1 3 5 7].
+    const __m256i fours =
+        _mm256_hadd_epi32(_mm256_hadd_epi32(q[0], q[1]), _mm256_hadd_epi32(q[2], q[3]));
+    int32_t group_sums[8];
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(group_sums),
+                        _mm256_permutevar8x32_epi32(fours, order));
+#else
+    float amax = 0.0f;
+    for (int i = 0; i < 32; ++i)
+        amax = std::max(amax, std::fabs(v[i]));
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    out.d = fp16_to_f32(f32_to_fp16(amax / 127.0f));
+    for (int i = 0; i < 32; ++i)
+        out.q[i] = static_cast<int8_t>(std::nearbyint(v[i] * id));
+    int32_t group_sums[8];
+    for (int l = 0; l < 8; ++l)
+        group_sums[l] = out.q[4 * l] + out.q[4 * l + 1] + out.q[4 * l + 2] + out.q[4 * l + 3];
+#endif
+    set_offset_sums(out, group_sums);
 }
 
 bool fast_type(GgmlType t) {
@@ -808,9 +843,11 @@ void matmul_fast(ThreadPool& pool, const float* x, int n_rows, const Matrix& w, 
     thread_local std::vector<ActivationBlock> buffer;
     buffer.resize(static_cast<size_t>(n_rows) * static_cast<size_t>(blocks));
     ActivationBlock* xq = buffer.data();
-    for (int r = 0; r < n_rows; ++r)
-        quantize_activations(x + static_cast<int64_t>(r) * k, k,
-                             xq + static_cast<int64_t>(r) * blocks);
+    pool.parallel_for(static_cast<int64_t>(n_rows) * blocks, static_cast<int64_t>(n_rows) * k,
+                      [&](int64_t begin, int64_t end) {
+                          for (int64_t b = begin; b < end; ++b)
+                              quantize_activation_block(x + 32 * b, xq[b]);
+                      });
     if (w.type == GgmlType::Q8_0)
         matmul_q8_0(pool, xq, n_rows, w, out);
     else

@@ -8,11 +8,16 @@
 //   copy of the dequantized weights would give, for any batch and thread count.
 // - fast: for Q8_0 and Q4_0 weights, each 32-value block of an activation row is
 //   quantized to 8 bits (scale max|x|/127 stored as fp16, as llama.cpp's Q8_0 activations)
-//   and blocks are multiplied in integers (eight int32 lanes of four products each), then
-//   scaled by d_w * d_x into eight fp32 lanes (fused multiply-add where the CPU has it) and
-//   folded as llama.cpp folds them. Still batch- and thread-invariant, not equal to exact: it is
-//   how llama.cpp's x86 kernels multiply these types, so its greedy tokens can be matched, and it
-//   does a quarter of exact's instructions per weight. Other types are multiplied exactly.
+//   and blocks are multiplied in integers:
+//   - Q8_0: eight int32 lanes of four products each, scaled by d_w * d_x into eight fp32 lanes
+//     (fused multiply-add where the CPU has it) and folded as llama.cpp folds them;
+//   - Q4_0: each block's whole integer dot, then sum = fma(dot, d_w * d_x, sum) block by block
+//     (fused where the CPU has it), as llama.cpp's repacked Q4_0 kernels do. The weights are
+//     read from an interleaved copy (q4_0_interleaved.h): Matrix::interleaved when the caller
+//     keeps one (CpuForward does in fast mode), else one made for the call.
+//   Still batch- and thread-invariant, not equal to exact: it is how llama.cpp's x86 kernels
+//   multiply these types, so its greedy tokens can be matched, and it does a quarter of exact's
+//   instructions per weight. Other types are multiplied exactly.
 
 #include <cstdint>
 #include <optional>

@@ -203,6 +203,11 @@ TEST(CpuMatmul, FastEqualsItsScalarDescriptionForQ8AndQ4) {
             const int rows = 37;
             Case c = make_case(type, rows, k, static_cast<uint64_t>(k) + 7);
             std::vector<float> x = random_input(13, k, 9);
+            // A block of zeros (scale 0) and one whose codes fall on rounding ties (max 127,
+            // so x / d is x itself: 127, then -15.5 .. 14.5).
+            std::fill(x.begin() + k, x.begin() + k + 32, 0.0f);
+            for (int i = 0; i < 32; ++i)
+                x[static_cast<size_t>(2 * k + i)] = i == 0 ? 127.0f : static_cast<float>(i) - 16.5f;
             ThreadPool pool(2);
             for (int n : {1, 6, 13}) {
                 std::vector<float> out(static_cast<size_t>(n) * rows);
