@@ -106,9 +106,10 @@ int run_bench_cpu(const BenchCpuOptions& o) {
 
     nlohmann::json results = nlohmann::json::array();
     if (!o.json)
-        std::printf("%s (%s), %d threads, matmul %s, %.2f GB of weights\n",
+        std::printf("%s (%s), %d threads, matmul %s (%s kernels), %.2f GB of weights\n",
                     terminal_safe(o.model).c_str(), model->format.c_str(), threads,
-                    matmul_mode_name(o.matmul), static_cast<double>(model->weights.bytes()) / 1e9);
+                    matmul_mode_name(o.matmul), matmul_kernels_name(),
+                    static_cast<double>(model->weights.bytes()) / 1e9);
     if (!o.json) std::printf("%-8s %14s %10s\n", "test", "tokens/s", "stddev");
     for (auto& [name, shape] : tests) {
         std::vector<double> rates;
@@ -137,6 +138,7 @@ int run_bench_cpu(const BenchCpuOptions& o) {
                             {"format", model->format},
                             {"threads", threads},
                             {"matmul", matmul_mode_name(o.matmul)},
+                            {"kernels", matmul_kernels_name()},
                             {"weight_bytes", model->weights.bytes()},
                             {"peak_rss_bytes", peak},
                             {"results", results}};

@@ -34,6 +34,13 @@ enum class MatmulMode { kExact, kFast };
 const char* matmul_mode_name(MatmulMode mode);
 std::optional<MatmulMode> parse_matmul_mode(const std::string& name);
 
+// Which build of the kernels runs here: "as built" (this machine's, -march=native), or for a
+// build for any x86-64, the best of "avx512-vnni", "avx2" and "x86-64" this CPU supports.
+const char* matmul_kernels_name();
+// Whether fast mode's scaled sums are fused multiply-adds in the kernels chosen (exact mode
+// fuses exactly where cpu_ops.h's dot() does, whichever kernels run).
+bool matmul_fast_fuses();
+
 // out[r][o] = sum_i x[r][i] * w[o][i] for r < n_rows, o < w.rows. x is [n_rows][w.cols] fp32,
 // out is [n_rows][w.rows] fp32.
 void matmul(ThreadPool& pool, const float* x, int n_rows, const Matrix& w, float* out,

@@ -5,6 +5,8 @@
 #include <cstring>
 #if defined(__FMA__)
 #include <immintrin.h>
+// mul_add (and so dot()) fuses: kernels compiled under other target flags must round alike.
+#define KVSCOPE_DOT_FUSES 1
 #endif
 
 #include "engine/model_config.h"

@@ -155,11 +155,7 @@ float scale_of(const uint8_t* blk) {
     return fp16_to_f32(h);
 }
 float fused(float a, float b, float acc) {
-#if defined(__FMA__)
-    return std::fma(a, b, acc);
-#else
-    return acc + a * b;
-#endif
+    return matmul_fast_fuses() ? std::fma(a, b, acc) : acc + a * b;
 }
 // Q8_0: eight integer lanes of four products per block, scaled by d_w * d_x into eight lanes,
 // folded as llama.cpp folds them.
@@ -223,6 +219,30 @@ TEST(CpuMatmul, FastEqualsItsScalarDescriptionForQ8AndQ4) {
             }
         }
     }
+}
+
+// A build for any x86-64 carries several builds of the kernels: the one chosen must be the best
+// this CPU runs, and compiled for what its name says (fast mode fuses exactly where FMA is used).
+TEST(CpuMatmul, KernelsAreTheBestThisCpuRuns) {
+    const std::string name = matmul_kernels_name();
+    if (name == "as built") {  // -march=native: the kernels follow the build's flags
+#if defined(__FMA__)
+        EXPECT_TRUE(matmul_fast_fuses());
+#else
+        EXPECT_FALSE(matmul_fast_fuses());
+#endif
+        return;
+    }
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                      __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
+    const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
+                        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
+                        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+    EXPECT_EQ(name, avx512 ? "avx512-vnni" : avx2 ? "avx2" : "x86-64");
+    EXPECT_EQ(matmul_fast_fuses(), avx2);
+#endif
 }
 
 }  // namespace
