@@ -34,6 +34,7 @@ struct PublishOptions {
     int64_t events = 0;
     int32_t wait_ms = 500;
     bool old_replies = false;
+    bool same_hashes = false;
     uint64_t seed = 1;
 };
 
@@ -129,13 +130,13 @@ int publish(const PublishOptions& o) {
             batch.ts =
                 std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
                     .count();
+            const int32_t salt_rank = o.same_hashes ? 0 : static_cast<int32_t>(r);
             for (int32_t k = 0; k < o.batch; ++k) {
                 attach::KvEvent ev = trace->events[at[r]];
                 for (uint64_t& h : ev.block_hashes)
-                    h = attach::salt_trace_hash(h, static_cast<int32_t>(r), loop[r]);
+                    h = attach::salt_trace_hash(h, salt_rank, loop[r]);
                 if (ev.has_parent)
-                    ev.parent_hash =
-                        attach::salt_trace_hash(ev.parent_hash, static_cast<int32_t>(r), loop[r]);
+                    ev.parent_hash = attach::salt_trace_hash(ev.parent_hash, salt_rank, loop[r]);
                 batch.events.push_back(std::move(ev));
                 if (++at[r] == trace->events.size()) {
                     at[r] = 0;
@@ -206,6 +207,9 @@ Command register_publish(CLI::App& cli) {
         ->check(CLI::Range(0, 600000));
     sub->add_flag("--old-replay-replies", o->old_replies,
                   "Replay replies without the topic frame (vLLM before 0.26, SGLang)");
+    sub->add_flag("--same-hashes", o->same_hashes,
+                  "Every rank sends the same blocks' hashes, as ranks serving one system prompt "
+                  "hold the same prefixes (default: each rank its own)");
     sub->add_option("--seed", o->seed, "Seed for --gaps");
     return {sub, [o] { return publish(*o); }};
 }

@@ -48,6 +48,8 @@ struct Attacher::Source {
     bool tail_check = false;  // the look for batches after the last one, when attach ends
     Clock::time_point replay_deadline;
     std::deque<std::vector<zmq::message_t>> pending;
+    std::vector<HeldChange> held_changes;
+    int64_t shared = 0;  // its hashes another publisher holds too, now
 
     Source(zmq::context_t& ctx, int32_t i, int32_t first, int32_t capacity)
         : index(i), sub(ctx, zmq::socket_type::sub), cache(i, first, capacity) {}
@@ -93,6 +95,7 @@ Result<std::unique_ptr<Attacher>> Attacher::create(const AttachOptions& options)
             return Error{"cannot attach to " + options.endpoints[i] +
                          (replay.empty() ? "" : " (replay " + replay + ")") + ": " + e.what()};
         }
+        if (options.endpoints.size() > 1) s->cache.report_held_changes(&s->held_changes);
         a->sources_.push_back(std::move(s));
     }
     return a;
@@ -133,6 +136,38 @@ void Attacher::take(Source& s, const Frame& payload) {
     s.stats.malformed_events += batch_.malformed_events;
     if (batch_.rank >= 0) s.stats.rank = batch_.rank;
     s.cache.apply(batch_, out_);
+    note_held_changes(s);
+}
+
+void Attacher::note_held_changes(Source& s) {
+    auto now_shared = [this](Source& src, int64_t delta) {
+        src.shared += delta;
+        src.stats.shared_peak = std::max(src.stats.shared_peak, src.shared);
+    };
+    const auto self = static_cast<uint32_t>(s.index);
+    for (const HeldChange& c : s.held_changes) {
+        if (c.held) {
+            bool added = false;
+            Holders& h = holders_.get(c.hash, added);
+            if (h.publishers == 1) {  // the one holder until now shares it from here on
+                now_shared(*sources_[h.xor_of], 1);
+                shared_hashes_peak_ = std::max(shared_hashes_peak_, ++shared_hashes_);
+            }
+            if (h.publishers >= 1) now_shared(s, 1);
+            ++h.publishers;
+            h.xor_of ^= self;
+        } else if (Holders* h = holders_.find(c.hash)) {
+            --h->publishers;
+            h->xor_of ^= self;
+            if (h->publishers >= 1) now_shared(s, -1);
+            if (h->publishers == 1) {  // the one left holds it alone again
+                now_shared(*sources_[h->xor_of], -1);
+                --shared_hashes_;
+            }
+            if (h->publishers == 0) holders_.erase(c.hash);
+        }
+    }
+    s.held_changes.clear();
 }
 
 void Attacher::open_gap(Source& s, uint64_t from, uint64_t until) {
@@ -210,7 +245,8 @@ void Attacher::on_live(Source& s, std::vector<zmq::message_t>& msg) {
             return;
         case SeqVerdict::kRestart:
             ++s.stats.restarts;
-            s.cache.clear(out_);
+            s.cache.clear(out_, /*evicted=*/false);
+            note_held_changes(s);
             break;
         case SeqVerdict::kGap:
             open_gap(s, r.missing_from, seq);
@@ -430,6 +466,8 @@ std::vector<PublisherStats> Attacher::stats() const {
         st.blocks_cached = s->cache.held();
         st.removed_unknown = c.removed_unknown;
         st.overflow = c.overflow;
+        st.churn = c.churn;
+        st.stored_again = c.stored_again;
         out.push_back(std::move(st));
     }
     return out;
