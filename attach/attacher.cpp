@@ -135,8 +135,16 @@ void Attacher::take(Source& s, const Frame& payload) {
     s.stats.unknown_fields += batch_.unknown_fields;
     s.stats.malformed_events += batch_.malformed_events;
     if (batch_.rank >= 0) s.stats.rank = batch_.rank;
+    const size_t first = out_.size();
     s.cache.apply(batch_, out_);
+    stamp_from(first);
     note_held_changes(s);
+}
+
+void Attacher::stamp_from(size_t first) {
+    const int64_t now = host_now_ns();
+    for (size_t i = first; i < out_.size(); ++i)
+        out_[i].t_ns = now;
 }
 
 void Attacher::note_held_changes(Source& s) {
@@ -243,11 +251,14 @@ void Attacher::on_live(Source& s, std::vector<zmq::message_t>& msg) {
         case SeqVerdict::kStale:
             ++s.stats.stale;
             return;
-        case SeqVerdict::kRestart:
+        case SeqVerdict::kRestart: {
             ++s.stats.restarts;
+            const size_t first = out_.size();
             s.cache.clear(out_, /*evicted=*/false);
+            stamp_from(first);
             note_held_changes(s);
             break;
+        }
         case SeqVerdict::kGap:
             open_gap(s, r.missing_from, seq);
             break;

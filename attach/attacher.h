@@ -104,6 +104,10 @@ class Attacher {
     void on_live(Source& s, std::vector<zmq::message_t>& msg);
     void on_replay(Source& s, std::vector<zmq::message_t>& msg);
     void take(Source& s, const Frame& payload);
+    // Stamps out_[first..] with the time now: when their batch came in, not when the recorder
+    // is handed them (once per 4096 events or per tick), so a block's age is the time between
+    // its store and its removal.
+    void stamp_from(size_t first);
     // A gap [from, until): counted, then asked of the replay socket, or lost without one.
     void open_gap(Source& s, uint64_t from, uint64_t until);
     // `tail_check`: an open-ended look for batches after the last one (no gap unless some
