@@ -15,7 +15,7 @@ double per_second(int64_t n, double seconds) {
 }
 
 nlohmann::json stats_to_json(const std::vector<attach::PublisherStats>& stats,
-                             int64_t shared_hashes_peak, double seconds) {
+                             int64_t shared_hashes_peak, double active_seconds, double seconds) {
     nlohmann::json ranks = nlohmann::json::array();
     int64_t events = 0;
     for (const auto& s : stats) {
@@ -41,6 +41,7 @@ nlohmann::json stats_to_json(const std::vector<attach::PublisherStats>& stats,
                          {"overflow", s.overflow},
                          {"joined_at_seq", s.joined_at_seq},
                          {"batches_after_end", s.batches_after_end},
+                         {"after_end_cut_short", s.after_end_cut_short},
                          {"churn", s.churn},
                          {"churn_per_second", per_second(s.churn, seconds)},
                          {"blocks_stored_again", s.stored_again},
@@ -50,7 +51,9 @@ nlohmann::json stats_to_json(const std::vector<attach::PublisherStats>& stats,
             {"seconds", seconds},
             {"events", events},
             {"events_per_second", per_second(events, seconds)},
-            {"hashes_shared_peak", shared_hashes_peak}};
+            {"hashes_shared_peak", shared_hashes_peak},
+            {"active_seconds", active_seconds},
+            {"events_per_active_second", per_second(events, active_seconds)}};
 }
 }  // namespace
 
@@ -136,9 +139,11 @@ int report_attach(const AttachFlags& f, const attach::Attacher& attacher,
                          static_cast<long long>(s.events_lost));
         if (s.batches_after_end > 0)
             std::fprintf(stderr,
-                         "kvscope attach: %s: %lld batches arrived but were still queued when "
-                         "attach ended (not recorded)\n",
+                         "kvscope attach: %s: %s%lld batches were published after the last one "
+                         "taken in, still queued or dropped on the way when attach ended (not "
+                         "recorded)\n",
                          terminal_safe(s.endpoint).c_str(),
+                         s.after_end_cut_short ? "at least " : "",
                          static_cast<long long>(s.batches_after_end));
         if (s.overflow > 0)
             std::fprintf(stderr,
@@ -150,7 +155,9 @@ int report_attach(const AttachFlags& f, const attach::Attacher& attacher,
     if (!f.summary_json.empty()) {
         Status w = write_output_file(
             f.summary_json,
-            stats_to_json(stats, attacher.shared_hashes_peak(), seconds).dump(2) + "\n",
+            stats_to_json(stats, attacher.shared_hashes_peak(), attacher.active_seconds(), seconds)
+                    .dump(2) +
+                "\n",
             {.force = f.force, .inputs = {}});
         if (!w) rc = fail(w.error().message);
     }

@@ -77,18 +77,14 @@ void AttachedCache::store(const KvEvent& ev, size_t i, std::vector<Event>& out) 
     ++by_medium_[static_cast<size_t>(ev.medium)];
     on_slot_taken(hash, ev.medium);
 
-    StoredBlock stored;
-    stored.has_parent = i > 0 || ev.has_parent;
-    stored.parent = i > 0 ? ev.block_hashes[i - 1] : ev.parent_hash;
     // A block's tokens: its share of token_ids (placeholder stores from offloading have none).
     const size_t per = ev.block_size > 0 ? static_cast<size_t>(ev.block_size) : 0;
     const size_t begin = std::min(i * per, ev.token_ids.size());
     const size_t end = std::min(begin + per, ev.token_ids.size());
-    stored.tokens.assign(ev.token_ids.begin() + static_cast<std::ptrdiff_t>(begin),
-                         ev.token_ids.begin() + static_cast<std::ptrdiff_t>(end));
     Event& e = block_event(EventKind::kKvStored, slot.block, ev.medium, hash, out);
-    e.c = static_cast<int32_t>(stored.tokens.size());
-    encode_stored_block(stored, e.payload);
+    e.c = static_cast<int32_t>(end - begin);
+    encode_stored_block(i > 0 || ev.has_parent, i > 0 ? ev.block_hashes[i - 1] : ev.parent_hash,
+                        ev.token_ids.data() + begin, end - begin, e.payload);
 }
 
 void AttachedCache::remove(uint64_t hash, KvMedium medium, std::vector<Event>& out) {

@@ -50,6 +50,11 @@ struct Attacher::Source {
     std::deque<std::vector<zmq::message_t>> pending;
     std::vector<HeldChange> held_changes;
     int64_t shared = 0;  // its hashes another publisher holds too, now
+    // Batches still queued once following ended: how many, and the highest sequence number.
+    int64_t drained = 0;
+    bool drained_any_seq = false;
+    uint64_t drained_max_seq = 0;
+    bool drained_all = false;  // its queue was found empty on the last look
 
     Source(zmq::context_t& ctx, int32_t i, int32_t first, int32_t capacity)
         : index(i), sub(ctx, zmq::socket_type::sub), cache(i, first, capacity) {}
@@ -138,7 +143,13 @@ void Attacher::take(Source& s, const Frame& payload) {
     const size_t first = out_.size();
     s.cache.apply(batch_, out_);
     stamp_from(first);
+    last_taken_ = Clock::now();
+    if (first_taken_ == Clock::time_point{}) first_taken_ = last_taken_;
     note_held_changes(s);
+}
+
+double Attacher::active_seconds() const {
+    return std::chrono::duration<double>(last_taken_ - first_taken_).count();
 }
 
 void Attacher::stamp_from(size_t first) {
@@ -434,17 +445,40 @@ void Attacher::drain() {
     std::vector<zmq::message_t> msg;
     bool queued = false;
     for (const auto& s : sources_) {
-        int k = 0;
-        for (; k < 4096 && Clock::now() < drain_until_ && receive(s->sub, msg); ++k)
-            ++s->stats.batches_after_end;
-        queued |= k == 4096;
+        s->drained_all = false;
+        for (int k = 0; k < 4096 && Clock::now() < drain_until_; ++k) {
+            if (!receive(s->sub, msg)) {
+                s->drained_all = true;
+                break;
+            }
+            ++s->drained;
+            if (auto published = parse_published(frames_of(msg))) {
+                s->drained_max_seq = s->drained_any_seq
+                                         ? std::max(s->drained_max_seq, published->seq)
+                                         : published->seq;
+                s->drained_any_seq = true;
+            }
+        }
+        queued |= !s->drained_all;
     }
     if (queued && Clock::now() < drain_until_) return;
+    for (const auto& s : sources_) {
+        // Those the queue held, and those their sequence numbers skip (dropped by the way, as
+        // a full queue drops them): all published after the last batch taken.
+        int64_t after = s->drained;
+        if (s->drained_any_seq && s->seq.started() && s->drained_max_seq >= s->seq.expected())
+            after = std::max<int64_t>(
+                after, static_cast<int64_t>(s->drained_max_seq - s->seq.expected() + 1));
+        s->stats.batches_after_end = after;
+        s->stats.after_end_cut_short = !s->drained_all;
+    }
     // A batch lost at the very end leaves no later sequence number to reveal it: ask each
     // replay socket for anything after the last batch seen.
     tail_deadline_ = Clock::now() + std::chrono::milliseconds(options_.replay_timeout_ms);
+    // (Not of a publisher whose queue still held batches: what follows them came after the end
+    // too, and taking it in now would record batches counted as after it.)
     for (const auto& s : sources_)
-        if (s->replay && s->seq.started() && !s->replaying)
+        if (s->replay && s->seq.started() && !s->replaying && s->drained == 0)
             start_replay(*s, s->seq.expected(), UINT64_MAX, true);
     phase_ = Phase::kAskingTail;
 }

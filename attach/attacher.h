@@ -63,8 +63,13 @@ struct PublisherStats {
     // The most of its blocks (hashes, any medium) that another publisher held at the same time.
     int64_t shared_peak = 0;
     uint64_t joined_at_seq = 0;  // the first sequence number heard
-    // Batches that had arrived but were still queued when attach ended: counted, not recorded.
+    // Batches published after the last one attach took in, as far as it can tell when it ends:
+    // those still queued (counted, not recorded) and those their sequence numbers show were
+    // dropped between them. Not recorded.
     int64_t batches_after_end = 0;
+    // The count stopped before the queue was empty (the publisher went on sending, faster than
+    // attach could count): more came after the end than batches_after_end says.
+    bool after_end_cut_short = false;
 };
 
 class Attacher {
@@ -96,6 +101,9 @@ class Attacher {
     std::vector<PublisherStats> stats() const;
     // The most hashes held by two or more publishers at once.
     int64_t shared_hashes_peak() const { return shared_hashes_peak_; }
+    // From the first batch taken in to the last (0 before two): the time the events took to
+    // arrive and be handled, whatever the attach waited before and after.
+    double active_seconds() const;
     int64_t steps() const { return step_; }
 
   private:
@@ -142,6 +150,7 @@ class Attacher {
     bool end_requested_ = false;
     double duration_s_ = 0;
     Clock::time_point started_, tick_end_, drain_until_, tail_deadline_;
+    Clock::time_point first_taken_, last_taken_;
     Probe* probe_ = nullptr;
     int64_t step_ = 0;
     std::vector<Event> out_;
