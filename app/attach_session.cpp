@@ -10,7 +10,12 @@
 namespace kvscope::app {
 
 namespace {
-nlohmann::json stats_to_json(const std::vector<attach::PublisherStats>& stats, double seconds) {
+double per_second(int64_t n, double seconds) {
+    return seconds > 0 ? static_cast<double>(n) / seconds : 0.0;
+}
+
+nlohmann::json stats_to_json(const std::vector<attach::PublisherStats>& stats,
+                             int64_t shared_hashes_peak, double active_seconds, double seconds) {
     nlohmann::json ranks = nlohmann::json::array();
     int64_t events = 0;
     for (const auto& s : stats) {
@@ -35,12 +40,20 @@ nlohmann::json stats_to_json(const std::vector<attach::PublisherStats>& stats, d
                          {"removed_unknown", s.removed_unknown},
                          {"overflow", s.overflow},
                          {"joined_at_seq", s.joined_at_seq},
-                         {"batches_after_end", s.batches_after_end}});
+                         {"batches_after_end", s.batches_after_end},
+                         {"after_end_cut_short", s.after_end_cut_short},
+                         {"churn", s.churn},
+                         {"churn_per_second", per_second(s.churn, seconds)},
+                         {"blocks_stored_again", s.stored_again},
+                         {"blocks_shared_peak", s.shared_peak}});
     }
     return {{"ranks", ranks},
             {"seconds", seconds},
             {"events", events},
-            {"events_per_second", seconds > 0 ? static_cast<double>(events) / seconds : 0.0}};
+            {"events_per_second", per_second(events, seconds)},
+            {"hashes_shared_peak", shared_hashes_peak},
+            {"active_seconds", active_seconds},
+            {"events_per_active_second", per_second(events, active_seconds)}};
 }
 }  // namespace
 
@@ -101,16 +114,22 @@ int report_attach(const AttachFlags& f, const attach::Attacher& attacher,
                      static_cast<long long>(attacher.steps()), terminal_safe(f.record).c_str());
     if (!followed) rc = fail(followed.error().message);
     const auto stats = attacher.stats();
-    std::printf("%-28s %5s %10s %9s %9s %8s %6s %7s %9s %9s\n", "publisher", "rank", "events",
-                "stored", "removed", "cached", "gaps", "filled", "lost", "malformed");
+    std::printf("%-28s %5s %10s %9s %9s %8s %9s %9s %8s %8s %6s %7s %9s %9s\n", "publisher", "rank",
+                "events", "stored", "removed", "cached", "churn", "churn/s", "again", "shared",
+                "gaps", "filled", "lost", "malformed");
     for (const auto& s : stats)
-        std::printf("%-28s %5d %10lld %9lld %9lld %8lld %6lld %7lld %9lld %9lld\n",
-                    terminal_safe(s.endpoint).c_str(), s.rank, static_cast<long long>(s.events),
-                    static_cast<long long>(s.blocks_stored),
-                    static_cast<long long>(s.blocks_removed),
-                    static_cast<long long>(s.blocks_cached), static_cast<long long>(s.gaps),
-                    static_cast<long long>(s.gaps_filled), static_cast<long long>(s.batches_lost),
-                    static_cast<long long>(s.malformed_frames));
+        std::printf(
+            "%-28s %5d %10lld %9lld %9lld %8lld %9lld %9.0f %8lld %8lld %6lld %7lld %9lld %9lld\n",
+            terminal_safe(s.endpoint).c_str(), s.rank, static_cast<long long>(s.events),
+            static_cast<long long>(s.blocks_stored), static_cast<long long>(s.blocks_removed),
+            static_cast<long long>(s.blocks_cached), static_cast<long long>(s.churn),
+            per_second(s.churn, seconds), static_cast<long long>(s.stored_again),
+            static_cast<long long>(s.shared_peak), static_cast<long long>(s.gaps),
+            static_cast<long long>(s.gaps_filled), static_cast<long long>(s.batches_lost),
+            static_cast<long long>(s.malformed_frames));
+    if (stats.size() > 1)
+        std::printf("hashes held by several publishers at once, at most: %lld\n",
+                    static_cast<long long>(attacher.shared_hashes_peak()));
     for (const auto& s : stats) {
         if (s.batches_lost > 0)
             std::fprintf(stderr,
@@ -120,9 +139,11 @@ int report_attach(const AttachFlags& f, const attach::Attacher& attacher,
                          static_cast<long long>(s.events_lost));
         if (s.batches_after_end > 0)
             std::fprintf(stderr,
-                         "kvscope attach: %s: %lld batches arrived but were still queued when "
-                         "attach ended (not recorded)\n",
+                         "kvscope attach: %s: %s%lld batches were published after the last one "
+                         "taken in, still queued or dropped on the way when attach ended (not "
+                         "recorded)\n",
                          terminal_safe(s.endpoint).c_str(),
+                         s.after_end_cut_short ? "at least " : "",
                          static_cast<long long>(s.batches_after_end));
         if (s.overflow > 0)
             std::fprintf(stderr,
@@ -132,8 +153,12 @@ int report_attach(const AttachFlags& f, const attach::Attacher& attacher,
                          f.blocks_per_rank);
     }
     if (!f.summary_json.empty()) {
-        Status w = write_output_file(f.summary_json, stats_to_json(stats, seconds).dump(2) + "\n",
-                                     {.force = f.force, .inputs = {}});
+        Status w = write_output_file(
+            f.summary_json,
+            stats_to_json(stats, attacher.shared_hashes_peak(), attacher.active_seconds(), seconds)
+                    .dump(2) +
+                "\n",
+            {.force = f.force, .inputs = {}});
         if (!w) rc = fail(w.error().message);
     }
     return rc;

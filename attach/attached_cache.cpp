@@ -32,6 +32,30 @@ Event& AttachedCache::block_event(EventKind kind, int32_t block, KvMedium medium
     return e;
 }
 
+bool AttachedCache::held_elsewhere(uint64_t hash, KvMedium medium) const {
+    const uint32_t others = media_seen_ & ~(1u << static_cast<uint32_t>(medium));
+    for (uint32_t m = 0; m < static_cast<uint32_t>(kNumKvMedia); ++m)
+        if ((others >> m & 1u) && slots_.count(Key{hash, static_cast<KvMedium>(m)})) return true;
+    return false;
+}
+
+void AttachedCache::on_slot_taken(uint64_t hash, KvMedium medium) {
+    const uint64_t key = key_of(hash, medium);
+    if (dropped_.find(key) || dropped_before_.find(key)) ++counts_.stored_again;
+    media_seen_ |= 1u << static_cast<uint32_t>(medium);
+    if (changes_ && !held_elsewhere(hash, medium)) changes_->push_back({hash, true});
+}
+
+void AttachedCache::on_slot_freed(uint64_t hash, KvMedium medium) {
+    if (dropped_.size() >= kStoredBeforeRemembered) {
+        dropped_before_ = std::move(dropped_);
+        dropped_.clear();
+    }
+    bool added = false;
+    dropped_.get(key_of(hash, medium), added);
+    if (changes_ && !held_elsewhere(hash, medium)) changes_->push_back({hash, false});
+}
+
 void AttachedCache::store(const KvEvent& ev, size_t i, std::vector<Event>& out) {
     const uint64_t hash = ev.block_hashes[i];
     auto [it, added] = slots_.try_emplace(Key{hash, ev.medium});
@@ -51,19 +75,16 @@ void AttachedCache::store(const KvEvent& ev, size_t i, std::vector<Event>& out) 
     free_.pop_back();
     slot.refs = 1;
     ++by_medium_[static_cast<size_t>(ev.medium)];
+    on_slot_taken(hash, ev.medium);
 
-    StoredBlock stored;
-    stored.has_parent = i > 0 || ev.has_parent;
-    stored.parent = i > 0 ? ev.block_hashes[i - 1] : ev.parent_hash;
     // A block's tokens: its share of token_ids (placeholder stores from offloading have none).
     const size_t per = ev.block_size > 0 ? static_cast<size_t>(ev.block_size) : 0;
     const size_t begin = std::min(i * per, ev.token_ids.size());
     const size_t end = std::min(begin + per, ev.token_ids.size());
-    stored.tokens.assign(ev.token_ids.begin() + static_cast<std::ptrdiff_t>(begin),
-                         ev.token_ids.begin() + static_cast<std::ptrdiff_t>(end));
     Event& e = block_event(EventKind::kKvStored, slot.block, ev.medium, hash, out);
-    e.c = static_cast<int32_t>(stored.tokens.size());
-    encode_stored_block(stored, e.payload);
+    e.c = static_cast<int32_t>(end - begin);
+    encode_stored_block(i > 0 || ev.has_parent, i > 0 ? ev.block_hashes[i - 1] : ev.parent_hash,
+                        ev.token_ids.data() + begin, end - begin, e.payload);
 }
 
 void AttachedCache::remove(uint64_t hash, KvMedium medium, std::vector<Event>& out) {
@@ -79,6 +100,8 @@ void AttachedCache::remove(uint64_t hash, KvMedium medium, std::vector<Event>& o
         free_.push_back(slot.block);
         --by_medium_[static_cast<size_t>(medium)];
         slots_.erase(it);
+        ++counts_.churn;
+        on_slot_freed(hash, medium);
     }
 }
 
@@ -100,7 +123,7 @@ void AttachedCache::apply(const KvEventBatch& batch, std::vector<Event>& out) {
     }
 }
 
-void AttachedCache::clear(std::vector<Event>& out) {
+void AttachedCache::clear(std::vector<Event>& out, bool evicted) {
     ++counts_.clears;
     Event& marker = out.emplace_back();
     marker.kind = EventKind::kKvCleared;
@@ -115,6 +138,12 @@ void AttachedCache::clear(std::vector<Event>& out) {
               [](const auto& x, const auto& y) { return x.first < y.first; });
     for (const auto& [block, key] : held_slots)
         block_event(EventKind::kKvRemoved, block, key.medium, key.hash, out).c = 0;
+    if (evicted) counts_.churn += static_cast<int64_t>(held_slots.size());
+    // Freed one by one, so a hash held on two media is reported gone once, with the last.
+    for (const auto& [block, key] : held_slots) {
+        slots_.erase(key);
+        on_slot_freed(key.hash, key.medium);
+    }
     slots_.clear();
     free_all_slots();
     std::fill(by_medium_.begin(), by_medium_.end(), 0);

@@ -4,11 +4,18 @@
 // range of the session's pool, so the block map, the Timeline and replay show it like any
 // other block. Offloading may store a hash again before removing it: the slot counts
 // references and is freed when the last goes.
+//
+// It also keeps what the summary says of reuse: churn (blocks stored and gone again within the
+// run) and stores of a hash this publisher had held before and dropped (a prefix the cache
+// evicted and then computed or loaded again). Those hashes are remembered per medium, a bounded
+// number of them (kStoredBeforeRemembered and at most as many again), so a long attach holds
+// bounded memory: a re-store of a hash dropped longer ago than that is not counted.
 
 #include <cstdint>
 #include <unordered_map>
 #include <vector>
 
+#include "attach/flat_u64.h"
 #include "attach/kv_events.h"
 #include "probes/event.h"
 
@@ -20,7 +27,23 @@ struct CacheCounts {
     int64_t removed_unknown = 0;  // removals of hashes never seen stored (joined late, or lost)
     int64_t overflow = 0;         // stores dropped: this publisher's range of the pool was full
     int64_t clears = 0;
+    // Blocks gone again: a (medium, hash) whose last reference a BlockRemoved or an
+    // AllBlocksCleared dropped (a restart of the publisher is not counted: its cache was lost,
+    // not evicted).
+    int64_t churn = 0;
+    // Stores of a (medium, hash) this publisher had held before and no longer held.
+    int64_t stored_again = 0;
 };
+
+// A hash this publisher began to hold (on any medium: `held`) or no longer holds on any.
+struct HeldChange {
+    uint64_t hash;
+    bool held;
+};
+
+// How many dropped (medium, hash) keys a publisher remembers at least, to tell a store of a
+// hash it had before from a new one.
+inline constexpr size_t kStoredBeforeRemembered = size_t{1} << 17;
 
 class AttachedCache {
   public:
@@ -30,8 +53,12 @@ class AttachedCache {
     // Appends the kvscope events for one decoded batch to `out` (step and times left to the
     // caller; t_ns is left 0 for the recorder to stamp).
     void apply(const KvEventBatch& batch, std::vector<Event>& out);
-    // Everything this publisher held is gone (AllBlocksCleared, or the publisher restarted).
-    void clear(std::vector<Event>& out);
+    // Everything this publisher held is gone: AllBlocksCleared (`evicted`, counted as churn), or
+    // the publisher restarted.
+    void clear(std::vector<Event>& out, bool evicted = true);
+    // When set, every hash this publisher begins or stops holding on any medium is appended
+    // there (an attacher of several publishers finds the hashes they hold at once).
+    void report_held_changes(std::vector<HeldChange>* changes) { changes_ = changes; }
 
     int32_t held() const { return static_cast<int32_t>(slots_.size()); }
     // Blocks held per medium.
@@ -60,12 +87,23 @@ class AttachedCache {
     Event& block_event(EventKind kind, int32_t block, KvMedium medium, uint64_t hash,
                        std::vector<Event>& out) const;
     void free_all_slots();  // every slot free, the lowest on top
+    // A (medium, hash) key got its first reference / lost its last.
+    void on_slot_taken(uint64_t hash, KvMedium medium);
+    void on_slot_freed(uint64_t hash, KvMedium medium);
+    // Whether another medium than `medium` holds `hash` here.
+    bool held_elsewhere(uint64_t hash, KvMedium medium) const;
+    static uint64_t key_of(uint64_t hash, KvMedium medium) { return KeyHash{}(Key{hash, medium}); }
 
     int32_t publisher_, first_block_, capacity_;
     std::unordered_map<Key, Slot, KeyHash> slots_;
     std::vector<int32_t> free_;  // free slots, the lowest on top
     std::vector<int32_t> by_medium_;
     CacheCounts counts_;
+    // Keys dropped, in two generations: when the newer is full it becomes the older and the
+    // older is forgotten.
+    FlatU64Map<uint8_t> dropped_, dropped_before_;
+    uint32_t media_seen_ = 0;  // bit m: medium m has held a block here
+    std::vector<HeldChange>* changes_ = nullptr;
 };
 
 }  // namespace kvscope::attach

@@ -48,6 +48,13 @@ struct Attacher::Source {
     bool tail_check = false;  // the look for batches after the last one, when attach ends
     Clock::time_point replay_deadline;
     std::deque<std::vector<zmq::message_t>> pending;
+    std::vector<HeldChange> held_changes;
+    int64_t shared = 0;  // its hashes another publisher holds too, now
+    // Batches still queued once following ended: how many, and the highest sequence number.
+    int64_t drained = 0;
+    bool drained_any_seq = false;
+    uint64_t drained_max_seq = 0;
+    bool drained_all = false;  // its queue was found empty on the last look
 
     Source(zmq::context_t& ctx, int32_t i, int32_t first, int32_t capacity)
         : index(i), sub(ctx, zmq::socket_type::sub), cache(i, first, capacity) {}
@@ -93,6 +100,7 @@ Result<std::unique_ptr<Attacher>> Attacher::create(const AttachOptions& options)
             return Error{"cannot attach to " + options.endpoints[i] +
                          (replay.empty() ? "" : " (replay " + replay + ")") + ": " + e.what()};
         }
+        if (options.endpoints.size() > 1) s->cache.report_held_changes(&s->held_changes);
         a->sources_.push_back(std::move(s));
     }
     return a;
@@ -132,7 +140,53 @@ void Attacher::take(Source& s, const Frame& payload) {
     s.stats.unknown_fields += batch_.unknown_fields;
     s.stats.malformed_events += batch_.malformed_events;
     if (batch_.rank >= 0) s.stats.rank = batch_.rank;
+    const size_t first = out_.size();
     s.cache.apply(batch_, out_);
+    stamp_from(first);
+    last_taken_ = Clock::now();
+    if (first_taken_ == Clock::time_point{}) first_taken_ = last_taken_;
+    note_held_changes(s);
+}
+
+double Attacher::active_seconds() const {
+    return std::chrono::duration<double>(last_taken_ - first_taken_).count();
+}
+
+void Attacher::stamp_from(size_t first) {
+    const int64_t now = host_now_ns();
+    for (size_t i = first; i < out_.size(); ++i)
+        out_[i].t_ns = now;
+}
+
+void Attacher::note_held_changes(Source& s) {
+    auto now_shared = [this](Source& src, int64_t delta) {
+        src.shared += delta;
+        src.stats.shared_peak = std::max(src.stats.shared_peak, src.shared);
+    };
+    const auto self = static_cast<uint32_t>(s.index);
+    for (const HeldChange& c : s.held_changes) {
+        if (c.held) {
+            bool added = false;
+            Holders& h = holders_.get(c.hash, added);
+            if (h.publishers == 1) {  // the one holder until now shares it from here on
+                now_shared(*sources_[h.xor_of], 1);
+                shared_hashes_peak_ = std::max(shared_hashes_peak_, ++shared_hashes_);
+            }
+            if (h.publishers >= 1) now_shared(s, 1);
+            ++h.publishers;
+            h.xor_of ^= self;
+        } else if (Holders* h = holders_.find(c.hash)) {
+            --h->publishers;
+            h->xor_of ^= self;
+            if (h->publishers >= 1) now_shared(s, -1);
+            if (h->publishers == 1) {  // the one left holds it alone again
+                now_shared(*sources_[h->xor_of], -1);
+                --shared_hashes_;
+            }
+            if (h->publishers == 0) holders_.erase(c.hash);
+        }
+    }
+    s.held_changes.clear();
 }
 
 void Attacher::open_gap(Source& s, uint64_t from, uint64_t until) {
@@ -208,10 +262,14 @@ void Attacher::on_live(Source& s, std::vector<zmq::message_t>& msg) {
         case SeqVerdict::kStale:
             ++s.stats.stale;
             return;
-        case SeqVerdict::kRestart:
+        case SeqVerdict::kRestart: {
             ++s.stats.restarts;
-            s.cache.clear(out_);
+            const size_t first = out_.size();
+            s.cache.clear(out_, /*evicted=*/false);
+            stamp_from(first);
+            note_held_changes(s);
             break;
+        }
         case SeqVerdict::kGap:
             open_gap(s, r.missing_from, seq);
             break;
@@ -387,17 +445,40 @@ void Attacher::drain() {
     std::vector<zmq::message_t> msg;
     bool queued = false;
     for (const auto& s : sources_) {
-        int k = 0;
-        for (; k < 4096 && Clock::now() < drain_until_ && receive(s->sub, msg); ++k)
-            ++s->stats.batches_after_end;
-        queued |= k == 4096;
+        s->drained_all = false;
+        for (int k = 0; k < 4096 && Clock::now() < drain_until_; ++k) {
+            if (!receive(s->sub, msg)) {
+                s->drained_all = true;
+                break;
+            }
+            ++s->drained;
+            if (auto published = parse_published(frames_of(msg))) {
+                s->drained_max_seq = s->drained_any_seq
+                                         ? std::max(s->drained_max_seq, published->seq)
+                                         : published->seq;
+                s->drained_any_seq = true;
+            }
+        }
+        queued |= !s->drained_all;
     }
     if (queued && Clock::now() < drain_until_) return;
+    for (const auto& s : sources_) {
+        // Those the queue held, and those their sequence numbers skip (dropped by the way, as
+        // a full queue drops them): all published after the last batch taken.
+        int64_t after = s->drained;
+        if (s->drained_any_seq && s->seq.started() && s->drained_max_seq >= s->seq.expected())
+            after = std::max<int64_t>(
+                after, static_cast<int64_t>(s->drained_max_seq - s->seq.expected() + 1));
+        s->stats.batches_after_end = after;
+        s->stats.after_end_cut_short = !s->drained_all;
+    }
     // A batch lost at the very end leaves no later sequence number to reveal it: ask each
     // replay socket for anything after the last batch seen.
     tail_deadline_ = Clock::now() + std::chrono::milliseconds(options_.replay_timeout_ms);
+    // (Not of a publisher whose queue still held batches: what follows them came after the end
+    // too, and taking it in now would record batches counted as after it.)
     for (const auto& s : sources_)
-        if (s->replay && s->seq.started() && !s->replaying)
+        if (s->replay && s->seq.started() && !s->replaying && s->drained == 0)
             start_replay(*s, s->seq.expected(), UINT64_MAX, true);
     phase_ = Phase::kAskingTail;
 }
@@ -430,6 +511,8 @@ std::vector<PublisherStats> Attacher::stats() const {
         st.blocks_cached = s->cache.held();
         st.removed_unknown = c.removed_unknown;
         st.overflow = c.overflow;
+        st.churn = c.churn;
+        st.stored_again = c.stored_again;
         out.push_back(std::move(st));
     }
     return out;

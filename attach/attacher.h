@@ -20,6 +20,7 @@
 #include <zmq.hpp>
 
 #include "attach/attached_cache.h"
+#include "attach/flat_u64.h"
 #include "attach/kv_events.h"
 #include "attach/sequence_tracker.h"
 #include "attach/wire_frames.h"
@@ -56,9 +57,19 @@ struct PublisherStats {
     int64_t unknown_events = 0, unknown_fields = 0;
     int64_t stale = 0, restarts = 0;
     int64_t removed_unknown = 0, overflow = 0;
+    // Blocks stored and gone again within the run (AttachedCache's churn), and stores of a hash
+    // this publisher had held before and dropped (CacheCounts::stored_again).
+    int64_t churn = 0, stored_again = 0;
+    // The most of its blocks (hashes, any medium) that another publisher held at the same time.
+    int64_t shared_peak = 0;
     uint64_t joined_at_seq = 0;  // the first sequence number heard
-    // Batches that had arrived but were still queued when attach ended: counted, not recorded.
+    // Batches published after the last one attach took in, as far as it can tell when it ends:
+    // those still queued (counted, not recorded) and those their sequence numbers show were
+    // dropped between them. Not recorded.
     int64_t batches_after_end = 0;
+    // The count stopped before the queue was empty (the publisher went on sending, faster than
+    // attach could count): more came after the end than batches_after_end says.
+    bool after_end_cut_short = false;
 };
 
 class Attacher {
@@ -88,6 +99,11 @@ class Attacher {
     bool ended() const { return phase_ == Phase::kEnded; }
 
     std::vector<PublisherStats> stats() const;
+    // The most hashes held by two or more publishers at once.
+    int64_t shared_hashes_peak() const { return shared_hashes_peak_; }
+    // From the first batch taken in to the last (0 before two): the time the events took to
+    // arrive and be handled, whatever the attach waited before and after.
+    double active_seconds() const;
     int64_t steps() const { return step_; }
 
   private:
@@ -96,6 +112,10 @@ class Attacher {
     void on_live(Source& s, std::vector<zmq::message_t>& msg);
     void on_replay(Source& s, std::vector<zmq::message_t>& msg);
     void take(Source& s, const Frame& payload);
+    // Stamps out_[first..] with the time now: when their batch came in, not when the recorder
+    // is handed them (once per 4096 events or per tick), so a block's age is the time between
+    // its store and its removal.
+    void stamp_from(size_t first);
     // A gap [from, until): counted, then asked of the replay socket, or lost without one.
     void open_gap(Source& s, uint64_t from, uint64_t until);
     // `tail_check`: an open-ended look for batches after the last one (no gap unless some
@@ -103,6 +123,8 @@ class Attacher {
     void start_replay(Source& s, uint64_t from, uint64_t until, bool tail_check);
     void finish_replay(Source& s);
     void lose(Source& s, uint64_t batches);
+    // Folds the hashes `s` began or stopped holding into who holds what across publishers.
+    void note_held_changes(Source& s);
     void end_step();
     void flush();
     // One pump() of each phase after start().
@@ -128,10 +150,19 @@ class Attacher {
     bool end_requested_ = false;
     double duration_s_ = 0;
     Clock::time_point started_, tick_end_, drain_until_, tail_deadline_;
+    Clock::time_point first_taken_, last_taken_;
     Probe* probe_ = nullptr;
     int64_t step_ = 0;
     std::vector<Event> out_;
     KvEventBatch batch_;
+    // Per hash held by any publisher: how many hold it, and their indices XORed together (the
+    // one holder left when a second lets go is then that XOR). Kept only with several
+    // publishers.
+    struct Holders {
+        uint32_t publishers = 0, xor_of = 0;
+    };
+    FlatU64Map<Holders> holders_;
+    int64_t shared_hashes_ = 0, shared_hashes_peak_ = 0;
 };
 
 }  // namespace kvscope::attach

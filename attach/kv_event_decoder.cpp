@@ -221,9 +221,27 @@ bool event_type(std::string_view tag, KvEventType& type) {
     return true;
 }
 
+// Events of batches decoded before on this thread, kept so that their vectors' memory serves
+// the next batch's: a follower decoding a million events a second otherwise allocates and frees
+// two vectors for each. Bounded, so one huge batch does not hold its memory for good.
+thread_local std::vector<KvEvent> spare_events;
+constexpr size_t kMaxSpareEvents = 4096;
+
+KvEvent& next_event(KvEventBatch& batch) {
+    KvEvent& ev = batch.events.emplace_back();  // every field its default...
+    if (!spare_events.empty()) {                // ...but the vectors' memory from before
+        ev.block_hashes = std::move(spare_events.back().block_hashes);
+        ev.token_ids = std::move(spare_events.back().token_ids);
+        ev.block_hashes.clear();
+        ev.token_ids.clear();
+        spare_events.pop_back();
+    }
+    return ev;
+}
+
 // One event into batch.events, or counted as unknown / malformed.
 void read_event(const Obj& o, KvEventBatch& batch) {
-    KvEvent& ev = batch.events.emplace_back();
+    KvEvent& ev = next_event(batch);
     EventReader r{ev, batch};
     bool ok = true;
     if (o.type == msgpack::type::ARRAY && o.via.array.size >= 1 && is_str(o.via.array.ptr[0])) {
@@ -282,6 +300,8 @@ std::string_view kv_event_type_name(KvEventType type) {
 Status decode_kv_event_batch(const uint8_t* data, size_t size, KvEventBatch& out) {
     out.ts = 0;
     out.rank = -1;
+    for (KvEvent& ev : out.events)
+        if (spare_events.size() < kMaxSpareEvents) spare_events.push_back(std::move(ev));
     out.events.clear();
     out.unknown_events = out.unknown_fields = out.malformed_events = 0;
     out.digest_hashes = false;

@@ -13,9 +13,25 @@ struct ByteSink {
     std::vector<uint8_t>& out;
     void write(const char* p, size_t n) { out.insert(out.end(), p, p + n); }
 };
-using Packer = msgpack::packer<ByteSink>;
+
+// Where a hash goes in pre-encoded bytes (PreEncodedEvents), left out of them.
+struct HashHole {
+    size_t at;
+    uint64_t hash;
+};
+
+struct Packer : msgpack::packer<ByteSink> {
+    explicit Packer(ByteSink& s) : msgpack::packer<ByteSink>(s), sink(s) {}
+    ByteSink& sink;
+    // When set, hashes are not written but noted here (PreEncodedEvents' templates).
+    std::vector<HashHole>* holes = nullptr;
+};
 
 void pack_hash(Packer& pk, uint64_t h, HashEncoding enc) {
+    if (pk.holes) {
+        pk.holes->push_back({pk.sink.out.size(), h});
+        return;
+    }
     if (enc == HashEncoding::kInt) {
         pk.pack_uint64(h);
         return;
@@ -151,6 +167,56 @@ size_t wire_events(const KvEvent& ev, WireFormat format) {
     return ev.block_hashes.size();
 }
 
+// One event as the format writes it (SGLang: one per page).
+void pack_event(Packer& pk, const KvEvent& ev, WireFormat format, HashEncoding hashes) {
+    if (ev.type == KvEventType::kAllBlocksCleared) {
+        pack_cleared(pk, format);
+        return;
+    }
+    if (ev.type == KvEventType::kBlockRemoved) {
+        if (format == WireFormat::kSglang) {
+            for (uint64_t h : ev.block_hashes)
+                pack_removed(pk, ev, &h, 1, format, hashes);
+        } else {
+            pack_removed(pk, ev, ev.block_hashes.data(), ev.block_hashes.size(), format, hashes);
+        }
+        return;
+    }
+    if (format == WireFormat::kSglang) {  // one event per page, each naming its parent
+        const size_t per = ev.block_size > 0 ? static_cast<size_t>(ev.block_size) : 0;
+        for (size_t i = 0; i < ev.block_hashes.size(); ++i) {
+            size_t begin = std::min(i * per, ev.token_ids.size());
+            size_t end = std::min(begin + per, ev.token_ids.size());
+            StoredView v{&ev.block_hashes[i],
+                         1,
+                         i > 0 || ev.has_parent,
+                         i > 0 ? ev.block_hashes[i - 1] : ev.parent_hash,
+                         ev.token_ids.data() + begin,
+                         end - begin,
+                         ev};
+            pack_stored_array(pk, v, hashes, true);
+        }
+        return;
+    }
+    StoredView v{ev.block_hashes.data(),
+                 ev.block_hashes.size(),
+                 ev.has_parent,
+                 ev.parent_hash,
+                 ev.token_ids.data(),
+                 ev.token_ids.size(),
+                 ev};
+    if (format == WireFormat::kVllmMap)
+        pack_stored_map(pk, v, hashes);
+    else
+        pack_stored_array(pk, v, hashes, false);
+}
+
+void pack_batch_head(Packer& pk, double ts, int32_t rank, size_t wire_events) {
+    pk.pack_array(rank >= 0 ? 3 : 2);
+    pk.pack_double(ts);
+    pk.pack_array(static_cast<uint32_t>(wire_events));
+}
+
 }  // namespace
 
 std::string_view wire_format_name(WireFormat f) {
@@ -179,56 +245,63 @@ void encode_kv_event_batch(const KvEventBatch& batch, WireFormat format, HashEnc
     out.clear();
     ByteSink sink{out};
     Packer pk(sink);
-    pk.pack_array(batch.rank >= 0 ? 3 : 2);
-    pk.pack_double(batch.ts);
     size_t n = 0;
     for (const KvEvent& ev : batch.events)
         n += wire_events(ev, format);
-    pk.pack_array(static_cast<uint32_t>(n));
-    for (const KvEvent& ev : batch.events) {
-        if (ev.type == KvEventType::kAllBlocksCleared) {
-            pack_cleared(pk, format);
-            continue;
-        }
-        if (ev.type == KvEventType::kBlockRemoved) {
-            if (format == WireFormat::kSglang) {
-                for (uint64_t h : ev.block_hashes)
-                    pack_removed(pk, ev, &h, 1, format, hashes);
-            } else {
-                pack_removed(pk, ev, ev.block_hashes.data(), ev.block_hashes.size(), format,
-                             hashes);
-            }
-            continue;
-        }
-        if (format == WireFormat::kSglang) {  // one event per page, each naming its parent
-            const size_t per = ev.block_size > 0 ? static_cast<size_t>(ev.block_size) : 0;
-            for (size_t i = 0; i < ev.block_hashes.size(); ++i) {
-                size_t begin = std::min(i * per, ev.token_ids.size());
-                size_t end = std::min(begin + per, ev.token_ids.size());
-                StoredView v{&ev.block_hashes[i],
-                             1,
-                             i > 0 || ev.has_parent,
-                             i > 0 ? ev.block_hashes[i - 1] : ev.parent_hash,
-                             ev.token_ids.data() + begin,
-                             end - begin,
-                             ev};
-                pack_stored_array(pk, v, hashes, true);
-            }
-            continue;
-        }
-        StoredView v{ev.block_hashes.data(),
-                     ev.block_hashes.size(),
-                     ev.has_parent,
-                     ev.parent_hash,
-                     ev.token_ids.data(),
-                     ev.token_ids.size(),
-                     ev};
-        if (format == WireFormat::kVllmMap)
-            pack_stored_map(pk, v, hashes);
-        else
-            pack_stored_array(pk, v, hashes, false);
-    }
+    pack_batch_head(pk, batch.ts, batch.rank, n);
+    for (const KvEvent& ev : batch.events)
+        pack_event(pk, ev, format, hashes);
     if (batch.rank >= 0) pk.pack_int32(batch.rank);
+}
+
+}  // namespace kvscope::attach
+
+namespace kvscope::attach {
+
+PreEncodedEvents::PreEncodedEvents(const std::vector<KvEvent>& events, WireFormat format,
+                                   HashEncoding hashes)
+    : hashes_(hashes) {
+    ByteSink sink{bytes_};
+    Packer pk(sink);
+    std::vector<HashHole> holes;
+    pk.holes = &holes;
+    for (const KvEvent& ev : events) {
+        Encoded& e = events_.emplace_back();
+        e.begin = bytes_.size();
+        e.first_hole = holes_.size();
+        e.wire_events = wire_events(ev, format);
+        holes.clear();
+        pack_event(pk, ev, format, hashes);
+        for (const HashHole& h : holes)
+            holes_.push_back({h.at, h.hash});
+        e.end = bytes_.size();
+        e.holes = holes_.size() - e.first_hole;
+    }
+}
+
+void PreEncodedEvents::encode_batch(double ts, int32_t rank, const size_t* indices,
+                                    const uint64_t* salts, size_t n,
+                                    std::vector<uint8_t>& out) const {
+    out.clear();
+    ByteSink sink{out};
+    Packer pk(sink);
+    size_t wire = 0;
+    for (size_t k = 0; k < n; ++k)
+        wire += events_[indices[k]].wire_events;
+    pack_batch_head(pk, ts, rank, wire);
+    for (size_t k = 0; k < n; ++k) {
+        const Encoded& e = events_[indices[k]];
+        size_t from = e.begin;
+        for (size_t h = e.first_hole; h < e.first_hole + e.holes; ++h) {
+            out.insert(out.end(), bytes_.begin() + static_cast<std::ptrdiff_t>(from),
+                       bytes_.begin() + static_cast<std::ptrdiff_t>(holes_[h].at));
+            pack_hash(pk, holes_[h].hash ^ salts[k], hashes_);
+            from = holes_[h].at;
+        }
+        out.insert(out.end(), bytes_.begin() + static_cast<std::ptrdiff_t>(from),
+                   bytes_.begin() + static_cast<std::ptrdiff_t>(e.end));
+    }
+    if (rank >= 0) pk.pack_int32(rank);
 }
 
 }  // namespace kvscope::attach

@@ -31,7 +31,15 @@ Result<std::unique_ptr<KvPublisher>> KvPublisher::create(zmq::context_t& ctx,
 Status KvPublisher::publish(const std::vector<uint8_t>& payload, bool withhold) {
     const uint64_t seq = next_seq_++;
     if (replay_) {
-        buffer_.emplace_back(seq, payload);
+        // The oldest batch's memory holds the newest once the buffer is full: no allocation
+        // per batch.
+        std::vector<uint8_t> kept;
+        if (buffer_.size() >= options_.replay_buffer && !buffer_.empty()) {
+            kept = std::move(buffer_.front().second);
+            buffer_.pop_front();
+        }
+        kept.assign(payload.begin(), payload.end());
+        buffer_.emplace_back(seq, std::move(kept));
         while (buffer_.size() > options_.replay_buffer)
             buffer_.pop_front();
     }

@@ -4,14 +4,18 @@
 
 namespace kvscope::attach {
 
-uint64_t salt_trace_hash(uint64_t hash, int32_t rank, int64_t loop) {
-    if (rank == 0 && loop == 0) return hash;
+uint64_t trace_salt(int32_t rank, int64_t loop) {
+    if (rank == 0 && loop == 0) return 0;
     // splitmix64 of (rank, loop): a different stream of hashes for each.
     uint64_t z = (static_cast<uint64_t>(rank) << 40) ^ static_cast<uint64_t>(loop);
     z += 0x9E3779B97F4A7C15ull;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return hash ^ (z ^ (z >> 31));
+    return z ^ (z >> 31);
+}
+
+uint64_t salt_trace_hash(uint64_t hash, int32_t rank, int64_t loop) {
+    return hash ^ trace_salt(rank, loop);
 }
 
 Result<KvTrace> kv_trace_from_session(const std::string& path) {

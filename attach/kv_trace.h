@@ -28,5 +28,7 @@ Result<KvTrace> kv_trace_from_session(const std::string& path);
 // on the first loop, a distinct one for every other (rank, loop), parents salted alike so the
 // chains stay chains.
 uint64_t salt_trace_hash(uint64_t hash, int32_t rank, int64_t loop);
+// What salt_trace_hash XORs a hash with (0 for rank 0's first loop).
+uint64_t trace_salt(int32_t rank, int64_t loop);
 
 }  // namespace kvscope::attach

@@ -132,12 +132,21 @@ bool ProbeFanout::failed() const {
 }
 
 void encode_stored_block(const StoredBlock& block, std::vector<uint8_t>& out) {
+    encode_stored_block(block.has_parent, block.parent, block.tokens.data(), block.tokens.size(),
+                        out);
+}
+
+void encode_stored_block(bool has_parent, uint64_t parent, const int32_t* tokens, size_t n_tokens,
+                         std::vector<uint8_t>& out) {
     out.clear();
-    out.push_back(block.has_parent ? 1 : 0);
-    if (block.has_parent) varint::put_bytes(out, &block.parent, 8);
-    varint::put(out, block.tokens.size());
-    for (int32_t t : block.tokens)
-        varint::put_signed(out, t);
+    // The most it can take, at once: an attach encodes one per block stored, and growing the
+    // vector a byte at a time cost more allocations than the rest of the store.
+    out.reserve(1 + 8 + 10 + n_tokens * 5);
+    out.push_back(has_parent ? 1 : 0);
+    if (has_parent) varint::put_bytes(out, &parent, 8);
+    varint::put(out, n_tokens);
+    for (size_t i = 0; i < n_tokens; ++i)
+        varint::put_signed(out, tokens[i]);
 }
 
 bool decode_stored_block(const std::vector<uint8_t>& payload, StoredBlock& out) {

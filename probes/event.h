@@ -145,6 +145,9 @@ struct StoredBlock {
 };
 constexpr size_t kMaxStoredBlockTokens = 65536;
 void encode_stored_block(const StoredBlock& block, std::vector<uint8_t>& out);
+// The same from its parts, for a caller that has the tokens in place (no StoredBlock to fill).
+void encode_stored_block(bool has_parent, uint64_t parent, const int32_t* tokens, size_t n_tokens,
+                         std::vector<uint8_t>& out);
 // Refuses (false, `out` untouched) truncated input, a bad flag and absurd counts.
 bool decode_stored_block(const std::vector<uint8_t>& payload, StoredBlock& out);
 

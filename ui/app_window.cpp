@@ -80,6 +80,8 @@ void save_settings(const ViewState& v) {
 //   zoom F          heatmap zoom factor
 //   kernels V       the Kernels panel's lower half: table | roofline
 //   search TEXT     the Deployment panel's search (a hash prefix or token ids; empty clears)
+//   filter TEXT     the Evictions panel's filter (a request; attached: rank N, a medium or a
+//                   hash prefix; empty clears)
 //   pick-tree T     pick prefix tree T in the Prefix trees panel (-1: none)
 //   drop PATH       as if PATH were dropped on the window
 //   compare-align M 0: same step, 1: same progress of the selected request
@@ -92,8 +94,9 @@ void save_settings(const ViewState& v) {
 //   screenshot PATH [PANEL]  write the current frame (only PANEL's window, if named)
 //   dump PATH       write what the window shows as JSON: the status texts, the cursor, where
 //                   the heatmaps are, where compared runs' tokens differ, what the Evictions
-//                   log listed, and per panel its size and its content's (a panel whose
-//                   content is wider than it without a horizontal scrollbar clips)
+//                   log listed (rows, the first), the Memory panel's tracks, and per panel
+//                   its size and its content's (a panel whose content is wider than it
+//                   without a horizontal scrollbar clips)
 //   quit
 struct Script {
     std::vector<std::string> lines;
@@ -319,7 +322,9 @@ std::string window_report(UiContext& ctx, int w, int h) {
       << ", \"hovered_block\": " << dep.hovered_block << ", \"tooltip\": " << quoted(dep.tooltip)
       << "}";
     j << ",\n \"eviction_log\": {\"rows\": " << ctx.drawn_log_rows
-      << ", \"token_evictions\": " << ctx.drawn_log_token_evictions << "},\n \"panels\": [";
+      << ", \"token_evictions\": " << ctx.drawn_log_token_evictions
+      << ", \"first_row\": " << quoted(ctx.drawn_log_first_row) << "}"
+      << ",\n \"memory\": {\"tracks\": " << ctx.drawn_memory_tracks << "},\n \"panels\": [";
     bool first = true;
     for (ImGuiWindow* win : GImGui->Windows) {
         if (!win->WasActive || win->Hidden || (win->Flags & ImGuiWindowFlags_ChildWindow) ||
@@ -394,6 +399,8 @@ bool run_script_command(UiContext& ctx, Script& s, int w, int h, std::string& er
         ctx.view.kern_roofline = which == "roofline";
     } else if (cmd == "search") {
         std::getline(in >> std::ws, ctx.view.deploy_search);
+    } else if (cmd == "filter") {
+        std::getline(in >> std::ws, ctx.view.eviction_filter);
     } else if (cmd == "pick-tree") {
         in >> ctx.view.selected_tree;
     } else if (cmd == "compare-align") {

@@ -112,4 +112,62 @@ const std::vector<UiContext::AttachedSeries>& UiContext::attached_series() {
     return c.series;
 }
 
+const std::vector<UiContext::AttachedSeries>& UiContext::attached_totals() {
+    const auto& series = attached_series();
+    AttachedCache& c = attached_;
+    if (c.totals_of == c.series_of && c.totals_upto == c.series_upto) return c.totals;
+    c.totals_of = c.series_of;
+    c.totals_upto = c.series_upto;
+    c.totals.clear();
+    const size_t n = c.steps.size();
+    auto total = [&](const std::string& label, int32_t publisher, KvMedium medium, auto&& takes) {
+        AttachedSeries t;
+        t.label = label;
+        t.publisher = publisher;
+        t.medium = medium;
+        t.values.assign(n, 0.0f);
+        bool any = false;
+        for (const AttachedSeries& s : series)
+            if (takes(s)) {
+                any = true;
+                for (size_t i = 0; i < n && i < s.values.size(); ++i)
+                    t.values[i] += s.values[i];
+            }
+        if (any) c.totals.push_back(std::move(t));
+    };
+    for (int m = 0; m < kNumKvMedia; ++m) {
+        const auto medium = static_cast<KvMedium>(m);
+        total("all ranks " + std::string(kv_medium_name(medium)), -1, medium,
+              [&](const AttachedSeries& s) { return s.medium == medium; });
+    }
+    const auto publishers =
+        c.series_of ? static_cast<int32_t>(c.series_of->info().publishers.size()) : 0;
+    for (int32_t p = 0; p < publishers; ++p)
+        total("rank " + std::to_string(p), p, KvMedium::kOther,
+              [&](const AttachedSeries& s) { return s.publisher == p; });
+    return c.totals;
+}
+
+const AttachedHistory& UiContext::attached_history() {
+    AttachedCache& c = attached_;
+    SessionReader* run = attached() ? session : nullptr;
+    if (c.history_of != run || !c.history) {
+        c.history.emplace(run ? run->info() : RunInfo{});
+        c.history_of = run;
+        c.history_upto = -1;
+    }
+    if (!run || run->last_step() <= c.history_upto) return *c.history;
+    // Steps are written whole, so what is read up to the last step is never read again.
+    auto more = run->events(c.history_upto + 1, run->last_step(),
+                            {EventKind::kKvStored, EventKind::kKvRemoved, EventKind::kKvCleared});
+    c.history_upto = run->last_step();  // on an error too: asked again only when the run grows
+    if (!more) {
+        view.message = more.error().message;
+        view.message_is_error = true;
+        return *c.history;
+    }
+    c.history->add(*more);
+    return *c.history;
+}
+
 }  // namespace kvscope::ui

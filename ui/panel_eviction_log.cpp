@@ -1,8 +1,11 @@
 // Eviction log: every eviction (of cached blocks and of tokens), compaction move, preemption, swap
-// and rejection, filterable; a click moves the cursor to that step and selects the request.
+// and rejection, filterable; a click moves the cursor to that step and selects the request. For
+// an attached deployment: every block a rank dropped (BlockRemoved, or all at once when it
+// cleared or restarted), where it was kept and how long it had been held.
 #include <imgui.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 
 #include "ui/ui_context.h"
@@ -35,10 +38,94 @@ std::string describe(const Event& e) {
             return std::string(event_kind_name(e.kind));
     }
 }
+// How long a block was held, "-" when its store came before what was recorded.
+std::string held_for(const AttachedRemoval& r) {
+    if (r.age_ns < 0) return "-";
+    char out[32];
+    std::snprintf(out, sizeof out, "%.3f s", static_cast<double>(r.age_ns) / 1e9);
+    return out;
+}
+
+std::string describe(const AttachedRemoval& r) {
+    std::string out = "block " + hash_hex(r.hash) + (r.cleared ? " cleared" : " evicted");
+    if (r.stored_step < 0) return out + " (stored before the recording)";
+    if (r.age_ns >= 0) out += ", held " + held_for(r);
+    return out + " (stored at step " + std::to_string(r.stored_step) + ")";
+}
+
+void draw_attached_evictions(UiContext& ctx) {
+    static bool show_evicted = true, show_cleared = true;
+    ImGui::Checkbox("evicted", &show_evicted);
+    const char* cleared_label = "cleared / restarted";
+    same_line_if_fits(ImGui::GetFrameHeight() + ImGui::GetStyle().ItemInnerSpacing.x +
+                      ImGui::CalcTextSize(cleared_label).x);
+    ImGui::Checkbox(cleared_label, &show_cleared);
+    char filter[128];
+    std::snprintf(filter, sizeof filter, "%s", ctx.view.eviction_filter.c_str());
+    ImGui::SetNextItemWidth(200);
+    if (ImGui::InputTextWithHint("##filter", "rank N, medium or hash prefix", filter,
+                                 sizeof filter))
+        ctx.view.eviction_filter = filter;
+    const std::string& f = ctx.view.eviction_filter;
+    const auto& removals = ctx.attached_history().removals;
+    std::vector<const AttachedRemoval*> shown;
+    for (const AttachedRemoval& r : removals) {
+        if (!(r.cleared ? show_cleared : show_evicted)) continue;
+        if (!f.empty() && f != "rank " + std::to_string(r.publisher) &&
+            f != kv_medium_name(r.medium) && !hash_hex(r.hash).starts_with(f))
+            continue;
+        shown.push_back(&r);
+    }
+    ImGui::TextDisabled("%zu of %zu blocks gone", shown.size(), removals.size());
+    ctx.drawn_log_rows = shown.size();
+    ctx.drawn_log_token_evictions = 0;
+    ctx.drawn_log_first_row = shown.empty() ? "" : describe(*shown.front());
+    if (!ImGui::BeginTable(
+            "##log", 5,
+            ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_BordersInnerV))
+        return;
+    ImGui::TableSetupColumn("step", ImGuiTableColumnFlags_WidthFixed, 60);
+    ImGui::TableSetupColumn("rank", ImGuiTableColumnFlags_WidthFixed, 40);
+    ImGui::TableSetupColumn("medium", ImGuiTableColumnFlags_WidthFixed, 60);
+    ImGui::TableSetupColumn("held", ImGuiTableColumnFlags_WidthFixed, 60);
+    ImGui::TableSetupColumn("block");
+    ImGui::TableHeadersRow();
+    ImGuiListClipper clipper;
+    clipper.Begin(static_cast<int>(shown.size()));
+    while (clipper.Step())
+        for (int i = clipper.DisplayStart; i < clipper.DisplayEnd; ++i) {
+            const AttachedRemoval& r = *shown[static_cast<size_t>(i)];
+            ImGui::TableNextRow();
+            ImGui::TableNextColumn();
+            char label[32];
+            std::snprintf(label, sizeof label, "%lld##%d", static_cast<long long>(r.step), i);
+            // The block's last step held, where the maps still show it.
+            const int64_t last_held = std::max<int64_t>(r.step - 1, 0);
+            if (ImGui::Selectable(label, last_held == ctx.view.cursor,
+                                  ImGuiSelectableFlags_SpanAllColumns)) {
+                ctx.set_cursor(last_held);
+                ctx.view.selected_block = r.block;
+            }
+            ImGui::TableNextColumn();
+            ImGui::Text("%d", r.publisher);
+            ImGui::TableNextColumn();
+            ImGui::TextUnformatted(std::string(kv_medium_name(r.medium)).c_str());
+            ImGui::TableNextColumn();
+            ImGui::TextUnformatted(held_for(r).c_str());
+            ImGui::TableNextColumn();
+            ImGui::TextUnformatted(describe(r).c_str());
+        }
+    ImGui::EndTable();
+}
 }  // namespace
 
 void draw_eviction_log_panel(UiContext& ctx) {
     ImGui::Begin("Evictions");
+    if (ctx.attached()) {
+        draw_attached_evictions(ctx);
+        ImGui::End();
+        return;
+    }
     // preempt, block evict, token evict, token move, swap/reject
     static bool show[5] = {true, true, true, true, true};
     const char* labels[5] = {"preemptions", "cache evictions", "token evictions",
@@ -73,6 +160,7 @@ void draw_eviction_log_panel(UiContext& ctx) {
     }
     ImGui::TextDisabled("%zu of %zu entries", shown.size(), log.size());
     ctx.drawn_log_rows = shown.size();
+    ctx.drawn_log_first_row = shown.empty() ? "" : describe(*shown.front());
     ctx.drawn_log_token_evictions =
         static_cast<size_t>(std::count_if(shown.begin(), shown.end(), [](const Event* e) {
             return e->kind == EventKind::kTokenEvict;

@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "sessions/attached_history.h"
 #include "sessions/attached_index.h"
 #include "sessions/session_reader.h"
 #include "sessions/step_ops.h"
@@ -119,8 +120,12 @@ class UiContext {
         int keys = 0;
         float pan_x = 0, span = 0;
     } drawn_heatmap[2];  // [Side]
-    // Rows the Evictions panel last listed (after its filters), and of them token evictions.
+    // Rows the Evictions panel last listed (after its filters), and of them token evictions; the
+    // first row's text (the `dump` command reports them).
     size_t drawn_log_rows = 0, drawn_log_token_evictions = 0;
+    std::string drawn_log_first_row;
+    // Tracks the Memory panel last drew.
+    int drawn_memory_tracks = 0;
     // What the Kernels panel last drew: the step, its ops, the canvas and the widest op's box
     // (window pixels) and colour, so a test can find it on screen.
     struct KernelsGeometry {
@@ -152,6 +157,12 @@ class UiContext {
     };
     const std::vector<int64_t>& attached_steps();
     const std::vector<AttachedSeries>& attached_series();
+    // The same steps' sums: per medium over every publisher, then per publisher over every
+    // medium (medium kOther, label "rank P"), worked out again when the series grow.
+    const std::vector<AttachedSeries>& attached_totals();
+    // Blocks stored and gone per step, and every block gone with its age (the kv_* events, read
+    // once and extended as the session grows): the Memory and Evictions panels' rows.
+    const AttachedHistory& attached_history();
     // What the Deployment panel last drew (the `dump` command reports it).
     struct DeploymentGeometry {
         bool shown = false;
@@ -198,6 +209,12 @@ class UiContext {
         int64_t series_upto = -1;
         std::vector<int64_t> steps;
         std::vector<AttachedSeries> series;
+        std::vector<AttachedSeries> totals;
+        SessionReader* totals_of = nullptr;
+        int64_t totals_upto = -2;
+        SessionReader* history_of = nullptr;
+        int64_t history_upto = -1;
+        std::optional<AttachedHistory> history;
     } attached_;
     std::tuple<SessionReader*, SessionReader*, int64_t, int64_t> divergence_key_{nullptr, nullptr,
                                                                                  -1, -1};

@@ -261,6 +261,37 @@ TEST(AttachLoopback, MalformedFramesAreCountedAndTheRestKept) {
     EXPECT_EQ(st.batches_lost, 0);
 }
 
+// Batches still queued when attach ends are counted as after the end, and so are those their
+// sequence numbers show were dropped among them: every batch published after the last one
+// taken in is accounted for.
+TEST(AttachLoopback, WhatIsPublishedAfterTheEndIsCountedDroppedOnesIncluded) {
+    KvTrace trace = sample_trace();
+    zmq::context_t ctx;
+    auto p = publisher(ctx, false);
+    auto batches = batches_of(trace, 4, WireFormat::kVllmMap);
+    ASSERT_GT(batches.size(), 20u);
+    auto attacher = attacher_for({p.get()}, false);
+    attacher->start(nullptr, nullptr, 0);
+    wait_connected();
+    for (size_t i = 0; i < 10; ++i)
+        ASSERT_TRUE(p->publish(batches[i]).ok());
+    for (int turns = 0; turns < 2000 && attacher->stats()[0].batches < 10; ++turns)
+        ASSERT_TRUE(attacher->pump(std::chrono::milliseconds(5)).ok());
+    ASSERT_EQ(attacher->stats()[0].batches, 10);
+    // While nobody reads: 10..19, 15 dropped on the way.
+    for (size_t i = 10; i < 20; ++i)
+        ASSERT_TRUE(p->publish(batches[i], /*withhold=*/i == 15).ok());
+    std::this_thread::sleep_for(300ms);
+    attacher->end();
+    while (!attacher->ended())
+        ASSERT_TRUE(attacher->pump(std::chrono::milliseconds(5)).ok());
+    auto st = attacher->stats()[0];
+    EXPECT_EQ(st.batches, 10);
+    EXPECT_EQ(st.batches_after_end, 10);
+    EXPECT_FALSE(st.after_end_cut_short);
+    EXPECT_EQ(st.batches_lost, 0);
+}
+
 TEST(AttachLoopback, ALateJoinerRecoversWhatTheReplayBufferStillHolds) {
     KvTrace trace = sample_trace();
     zmq::context_t ctx;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "attach/kv_event_decoder.h"
 #include "attach/kv_event_encoder.h"
@@ -153,6 +154,69 @@ std::string seq_bytes(uint64_t v) {
     uint8_t b[8];
     put_seq(v, b);
     return {reinterpret_cast<char*>(b), 8};
+}
+
+// What publish sends: batches assembled from events encoded once, hashes salted per event,
+// byte for byte the encoder's output for the salted events (whatever sizes the salted hashes
+// pack to), in every format and hash encoding.
+TEST(KvEventEncoder, PreEncodedBatchesAreTheEncodersBytes) {
+    std::vector<KvEvent> events;
+    KvEvent s;
+    s.type = KvEventType::kBlockStored;
+    s.block_hashes = {11, 12, 0xffffffffffull};
+    s.has_parent = true;
+    s.parent_hash = 10;
+    s.block_size = 2;
+    s.token_ids = {1, 2, 3, 4, 5};
+    s.medium = KvMedium::kCpu;
+    s.lora_id = 3;
+    s.group_idx = 1;
+    events.push_back(s);
+    s.has_parent = false;
+    s.medium = KvMedium::kGpu;
+    s.lora_id = -1;
+    s.group_idx = 0;
+    s.block_hashes = {0};
+    events.push_back(s);
+    KvEvent r;
+    r.type = KvEventType::kBlockRemoved;
+    r.block_hashes = {11, 12};
+    events.push_back(r);
+    r.medium = KvMedium::kDisk;
+    events.push_back(r);
+    KvEvent c;
+    c.type = KvEventType::kAllBlocksCleared;
+    events.push_back(c);
+    std::mt19937_64 rng(7);
+    for (WireFormat f : {WireFormat::kVllmArray, WireFormat::kVllmMap, WireFormat::kSglang})
+        for (HashEncoding h : {HashEncoding::kInt, HashEncoding::kBytes}) {
+            SCOPED_TRACE(std::string(wire_format_name(f)) +
+                         (h == HashEncoding::kInt ? " int" : " bytes"));
+            const PreEncodedEvents pre(events, f, h);
+            ASSERT_EQ(pre.size(), events.size());
+            for (int round = 0; round < 50; ++round) {
+                const size_t n = 1 + rng() % 12;
+                std::vector<size_t> indices(n);
+                std::vector<uint64_t> salts(n);
+                KvEventBatch salted;
+                salted.ts = static_cast<double>(round) * 0.5;
+                salted.rank = round % 3 == 0 ? -1 : round;
+                for (size_t k = 0; k < n; ++k) {
+                    indices[k] = rng() % events.size();
+                    // Small salts too: a salted hash may pack to another size than before.
+                    salts[k] = round % 2 ? rng() : rng() % 300;
+                    KvEvent e = events[indices[k]];
+                    for (uint64_t& x : e.block_hashes)
+                        x ^= salts[k];
+                    e.parent_hash ^= salts[k];
+                    salted.events.push_back(e);
+                }
+                std::vector<uint8_t> want, got;
+                encode_kv_event_batch(salted, f, h, want);
+                pre.encode_batch(salted.ts, salted.rank, indices.data(), salts.data(), n, got);
+                ASSERT_EQ(got, want) << "round " << round;
+            }
+        }
 }
 
 TEST(WireFrames, PublishedAndBothReplayReplyShapes) {

@@ -701,12 +701,14 @@ TEST_F(Gui, KernelsPanelDrawsTheOpsOfTheSelectedStep) {
 }
 
 // An attached deployment's recording, written by the real Recorder as `kvscope attach` writes
-// one: two publishers of 8 slots each, kv_stored events with their chains and token ids, and the
-// attach/<rank>/<MEDIUM> metrics at the end of every step.
+// one: two publishers of 8 slots each, kv_stored events with their chains and token ids, then
+// kv_removed (step 2), and the attach/<rank>/<MEDIUM> metrics at the end of every step. Events
+// carry their own times (step S at 1 s + S x 100 ms), so a block's age is known exactly.
 struct AttachedSession {
     static constexpr uint64_t kPrompt1 = 0x1111aaaa00000001ULL, kPrompt2 = 0x1111aaaa00000002ULL;
     static constexpr uint64_t kOnlyB = 0x2222bbbb00000003ULL;  // rank 1 only, on the CPU
     static constexpr int32_t kOnlyBSlot = 9;
+    static constexpr int64_t kStepNs = 100'000'000;
 };
 
 std::string record_attached_session(const std::string& path) {
@@ -721,10 +723,13 @@ std::string record_attached_session(const std::string& path) {
     if (!rec.ok()) return "";
     using A = AttachedSession;
     std::array<std::array<int, kNumKvMedia>, 2> held{};
+    int64_t n = 0;
+    auto at = [&](int64_t step) { return 1'000'000'000 + step * A::kStepNs + ++n; };
     auto store = [&](int64_t step, int32_t slot, uint64_t hash, std::optional<uint64_t> parent,
                      std::vector<int32_t> tokens, KvMedium medium) {
         StoredBlock sb{parent.has_value(), parent.value_or(0), std::move(tokens)};
         Event e;
+        e.t_ns = at(step);
         e.kind = EventKind::kKvStored;
         e.step = step;
         e.block = slot;
@@ -736,6 +741,18 @@ std::string record_attached_session(const std::string& path) {
         (*rec)->emit(std::move(e));
         ++held[static_cast<size_t>(info.publisher_of(slot))][static_cast<size_t>(medium)];
     };
+    auto remove = [&](int64_t step, int32_t slot, uint64_t hash, KvMedium medium) {
+        Event e;
+        e.kind = EventKind::kKvRemoved;
+        e.step = step;
+        e.t_ns = at(step);
+        e.block = slot;
+        e.a = info.publisher_of(slot);
+        e.b = static_cast<int32_t>(medium);
+        e.wide = static_cast<int64_t>(hash);
+        (*rec)->emit(std::move(e));
+        --held[static_cast<size_t>(info.publisher_of(slot))][static_cast<size_t>(medium)];
+    };
     auto end_step = [&](int64_t step) {
         for (int p = 0; p < 2; ++p)
             for (int m = 0; m < kNumKvMedia; ++m) {
@@ -743,6 +760,7 @@ std::string record_attached_session(const std::string& path) {
                 Event e;
                 e.kind = EventKind::kMetric;
                 e.step = step;
+                e.t_ns = at(step);
                 e.text = "attach/" + std::to_string(p) + "/" +
                          std::string(kv_medium_name(static_cast<KvMedium>(m)));
                 e.value = held[static_cast<size_t>(p)][static_cast<size_t>(m)];
@@ -751,6 +769,7 @@ std::string record_attached_session(const std::string& path) {
         Event end;
         end.kind = EventKind::kStepEnd;
         end.step = step;
+        end.t_ns = at(step);
         end.value = 0.1;
         (*rec)->emit(std::move(end));
     };
@@ -764,6 +783,10 @@ std::string record_attached_session(const std::string& path) {
     store(1, 8, A::kPrompt1, std::nullopt, {1, 2, 3, 4}, KvMedium::kGpu);
     store(1, A::kOnlyBSlot, A::kOnlyB, A::kPrompt1, {40, 41, 42, 43}, KvMedium::kCpu);
     end_step(1);
+    // Step 2: rank 0 evicts a request's block (held two steps), rank 1 its offloaded one.
+    remove(2, 2, 0x33, KvMedium::kGpu);
+    remove(2, A::kOnlyBSlot, A::kOnlyB, KvMedium::kCpu);
+    end_step(2);
     EXPECT_TRUE((*rec)->close().ok());
     return path;
 }
@@ -854,6 +877,63 @@ TEST_F(Gui, AttachedSessionShowsRanksTreesAndFindsBlocks) {
     EXPECT_GT(count(found, cpu), 100u);                   // the block found keeps its colour
 }
 
+// Memory and Evictions on an attached session: the blocks held per medium and per rank and
+// the churn per step as tracks, every block gone with its rank, medium and age; what they list
+// is what the recording holds, read back here.
+TEST_F(Gui, AttachedSessionShowsMemoryAndEvictions) {
+    const std::string path = record_attached_session(dir_ + "/attached.kvs");
+    ASSERT_FALSE(path.empty());
+    auto reader = SessionReader::open(path);
+    ASSERT_TRUE(reader.ok()) << reader.error().message;
+    auto removed = (*reader)->events(0, (*reader)->last_step(), {EventKind::kKvRemoved});
+    ASSERT_TRUE(removed.ok());
+    std::set<int32_t> publishers;
+    std::set<int32_t> media;
+    auto stored = (*reader)->events(0, (*reader)->last_step(), {EventKind::kKvStored});
+    ASSERT_TRUE(stored.ok());
+    for (const Event& e : *stored) {
+        publishers.insert(e.a);
+        media.insert(e.b);
+    }
+    const std::string script = dir_ + "/m.txt";
+    test::write_file(script, "seek 2\nwait 2\ndump " + dir_ + "/m.json\nscreenshot " + dir_ +
+                                 "/memory.png Memory\nscreenshot " + dir_ +
+                                 "/evictions.png Evictions\nquit\n");
+    auto r = kvscope({"replay", path, "--script", script});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto d = nlohmann::json::parse(test::read_file(dir_ + "/m.json"));
+    // Held per medium (over ranks) and per rank (over media), then stored and gone per step.
+    EXPECT_EQ(d["memory"]["tracks"].get<size_t>(), media.size() + publishers.size() + 2);
+    EXPECT_EQ(d["eviction_log"]["rows"].get<size_t>(), removed->size());
+    // The first block gone: 0x33, stored at step 0 and removed at step 2, 200 ms apart.
+    const std::string first = d["eviction_log"]["first_row"];
+    EXPECT_NE(first.find("block 0000000000000033 evicted"), std::string::npos) << first;
+    EXPECT_NE(first.find("held 0.200 s (stored at step 0)"), std::string::npos) << first;
+    // On screen: the Memory tracks in the media's colours (GPU sky blue, CPU orange; RGBA bytes
+    // little-endian), and rows in the Evictions table, not an empty panel.
+    auto count = [](const Image& im, uint32_t rgb) {
+        size_t n = 0;
+        for (uint32_t p : im.px)
+            n += (p & 0xffffff) == rgb;
+        return n;
+    };
+    Image memory = load_png(dir_ + "/memory.png"), evictions = load_png(dir_ + "/evictions.png");
+    ASSERT_GT(memory.w, 100);
+    EXPECT_GT(count(memory, 0xe9b456), 10u);
+    EXPECT_GT(count(memory, 0x009fe6), 10u);
+    // The same panel with its list filtered to nothing: the rows were what differed.
+    const std::string none = dir_ + "/none.txt";
+    test::write_file(none, "seek 2\nfilter zz\nwait 2\ndump " + dir_ + "/none.json\nscreenshot " +
+                               dir_ + "/none.png Evictions\nquit\n");
+    auto filtered = kvscope({"replay", path, "--script", none});
+    ASSERT_EQ(filtered.exit_code, 0) << filtered.err;
+    auto nothing = nlohmann::json::parse(test::read_file(dir_ + "/none.json"));
+    EXPECT_EQ(nothing["eviction_log"]["rows"], 0);
+    Image empty = load_png(dir_ + "/none.png");
+    ASSERT_EQ(empty.w, evictions.w);
+    EXPECT_GT(diff_in(evictions, empty, 0.0f, 0.0f, 1.0f, 1.0f), 300u);
+}
+
 // A session of kvscope's own engine keeps its usual panels and no Deployment panel.
 TEST_F(Gui, EngineSessionsShowNoDeploymentPanel) {
     std::string script = dir_ + "/e.txt";
@@ -930,6 +1010,8 @@ TEST_F(Gui, AttachWindowDrawsTheDeploymentLiveAndRecordsEverythingSent) {
         << live["progress"];
     EXPECT_TRUE(live["deployment"]["shown"].get<bool>());
     EXPECT_EQ(live["deployment"]["publishers"], 2);
+    // GPU over both ranks, each rank, stored and gone per step.
+    EXPECT_EQ(live["memory"]["tracks"], 5) << live.dump();
     EXPECT_GT(live["deployment"]["held"].get<int>(), 0);
     std::set<std::string> panels;
     for (const auto& p : live["panels"])
