@@ -127,6 +127,21 @@ Status CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
     };
     // K/V of one token in one layer (all KV heads), scales included.
     const int64_t kv_token_layer_bytes = kv_.bytes_per_lane_token() * c.n_kv_heads;
+    // Row-wise ops over the pool too (each row's values are the same whoever computes them):
+    // run alone they left the other threads spinning (a quarter of a 2-thread prefill of the
+    // bundled model). `width` is a row's work in multiply-adds, roughly.
+    auto for_rows = [&](int64_t width, auto&& row) {
+        pool_.parallel_for(n, n64 * width, [&](int64_t r0, int64_t r1) {
+            for (int64_t r = r0; r < r1; ++r)
+                row(static_cast<int>(r));
+        });
+    };
+    auto norm_rows = [&](const Vector& w) {
+        for_rows(4 * dim, [&](int r) {
+            rmsnorm(&xb_[static_cast<size_t>(r) * c.dim], &x_[static_cast<size_t>(r) * c.dim],
+                    w.data, c.dim, c.rms_eps);
+        });
+    };
     auto norm_cost = [&](const Vector& w) {
         KernelCost k = elementwise_cost(n64 * dim, n64 * dim, 4);
         k.weight_bytes = w.bytes();
@@ -136,13 +151,7 @@ Status CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
         const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
         auto t_attention = clock::now();
         op(
-            OpKind::kAttnNorm, l,
-            [&] {
-                for (int r = 0; r < n; ++r)
-                    rmsnorm(&xb_[static_cast<size_t>(r) * c.dim],
-                            &x_[static_cast<size_t>(r) * c.dim], w.attn_norm.data, c.dim,
-                            c.rms_eps);
-            },
+            OpKind::kAttnNorm, l, [&] { norm_rows(w.attn_norm); },
             [&] { return norm_cost(w.attn_norm); });
         op(
             OpKind::kQkv, l,
@@ -166,7 +175,7 @@ Status CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
         op(
             OpKind::kRope, l,
             [&] {
-                for (int r = 0; r < n; ++r) {
+                for_rows(8 * (q_dim + kv_dim), [&](int r) {
                     int pos = row_pos_[static_cast<size_t>(r)];
                     for (int h = 0; h < c.n_heads; ++h)
                         rope(&q_[static_cast<size_t>(r) * c.q_dim() +
@@ -176,7 +185,7 @@ Status CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
                         rope(&k_[static_cast<size_t>(r) * c.kv_dim() +
                                  static_cast<size_t>(h) * c.head_dim],
                              c.head_dim, pos, inv_freq_.data(), c.rope_style);
-                }
+                });
             },
             [&] { return elementwise_cost(n64 * (q_dim + kv_dim), n64 * (q_dim + kv_dim), 6); });
 
@@ -234,12 +243,7 @@ Status CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
 
         auto t_mlp = clock::now();
         op(
-            OpKind::kFfnNorm, l,
-            [&] {
-                for (int r = 0; r < n; ++r)
-                    rmsnorm(&xb_[static_cast<size_t>(r) * c.dim],
-                            &x_[static_cast<size_t>(r) * c.dim], w.ffn_norm.data, c.dim, c.rms_eps);
-            },
+            OpKind::kFfnNorm, l, [&] { norm_rows(w.ffn_norm); },
             [&] { return norm_cost(w.ffn_norm); });
         op(
             OpKind::kFfnGateUp, l,
@@ -254,7 +258,13 @@ Status CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
                 return k;
             });
         op(
-            OpKind::kSwiglu, l, [&] { swiglu(hb_.data(), hb2_.data(), n * c.hidden_dim); },
+            OpKind::kSwiglu, l,
+            [&] {
+                for_rows(16 * hidden, [&](int r) {
+                    const size_t at = static_cast<size_t>(r) * c.hidden_dim;
+                    swiglu(&hb_[at], &hb2_[at], c.hidden_dim);
+                });
+            },
             [&] { return elementwise_cost(2 * n64 * hidden, n64 * hidden, 5); });
         Status finite;
         op(
@@ -368,7 +378,11 @@ void CpuForward::attention(const ForwardBatch& batch, int layer) {
                 vbuf.resize(kbuf.size());
             }
             for (int64_t task = begin; task < end; ++task) {
-                auto r = static_cast<size_t>(task / c.n_kv_heads);
+                // Rows taken 0, n-1, 1, n-2, ...: a prompt's later rows attend to more keys,
+                // and contiguous shares of rows in order left the first thread idle (one third
+                // of the work against two thirds, on two threads); pairs even it out.
+                const int64_t u = task / c.n_kv_heads;
+                auto r = static_cast<size_t>(u % 2 == 0 ? u / 2 : n - 1 - u / 2);
                 const int kvh = static_cast<int>(task % c.n_kv_heads);
                 const int pos = row_pos_[r];
                 const int len = row_slot_[r] + 1;  // keys: slots 0 .. the row's own
