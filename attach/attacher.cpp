@@ -206,12 +206,17 @@ void Attacher::start_replay(Source& s, uint64_t from, uint64_t until, bool tail_
     s.replay_deadline = Clock::now() + std::chrono::milliseconds(options_.replay_timeout_ms);
     uint8_t seq_bytes[8];
     put_seq(from, seq_bytes);
+    // Never waits: with no peer (the replay socket down, the publisher gone) a DEALER's send
+    // would block for good. A request that cannot be queued is given up on at the next turn
+    // (not here: the batch that revealed the gap must first take its place in `pending`).
+    bool queued = false;
     try {
-        s.replay->send(zmq::message_t(), zmq::send_flags::sndmore);
-        s.replay->send(zmq::buffer(seq_bytes, 8), zmq::send_flags::dontwait);
+        queued = s.replay->send(zmq::message_t(),
+                                zmq::send_flags::sndmore | zmq::send_flags::dontwait) &&
+                 s.replay->send(zmq::buffer(seq_bytes, 8), zmq::send_flags::dontwait);
     } catch (const zmq::error_t&) {
-        finish_replay(s);
     }
+    if (!queued) s.replay_deadline = Clock::now();
 }
 
 void Attacher::finish_replay(Source& s) {
@@ -274,8 +279,9 @@ void Attacher::on_live(Source& s, std::vector<zmq::message_t>& msg) {
             open_gap(s, r.missing_from, seq);
             break;
     }
-    if (s.replaying) {  // this batch waits until the gap before it is filled
-        s.pending.push_back(std::move(msg));
+    if (s.replaying) {  // this batch waits until the gap before it is filled: first in line
+        // (it may come from `pending` itself, ahead of the batches still there)
+        s.pending.push_front(std::move(msg));
         return;
     }
     take(s, published->payload);

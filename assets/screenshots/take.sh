@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Re-takes the README's pictures with the window's own screenshots, under Xvfb at 1920x1080: the
 # whole window and each main panel on the sample session (a request and a block selected, a
-# heatmap cell hovered), and paged vs contiguous side by side in Compare.
+# heatmap cell hovered), paged vs contiguous side by side in Compare, and an attached deployment.
 #   assets/screenshots/take.sh [KVSCOPE]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -45,4 +45,21 @@ for a in paged contiguous; do
 done
 # From their folder, so the picture names the files and not a temporary directory.
 (cd "$work" && win compare paged.kvs contiguous.kvs --step 120 --screenshot "$shots/compare.png")
+# An attached deployment: two ranks of `kvscope publish` traffic (vLLM's map format, 5% of
+# batches dropped and filled from replay) recorded by attach, then replayed near its end.
+"$kvscope" attach tcp://127.0.0.1:18557 tcp://127.0.0.1:18558 \
+  --replay tcp://127.0.0.1:18657 tcp://127.0.0.1:18658 --duration 8 \
+  --record "$work/attached.kvs" >/dev/null &
+attach=$!
+sleep 1
+"$kvscope" publish --endpoint tcp://127.0.0.1:18557 --replay tcp://127.0.0.1:18657 --ranks 2 \
+  --format vllm-map --gaps 0.05 --duration 5 >/dev/null
+wait "$attach"
+cat > "$work/attached.txt" <<SCRIPT
+seek 1000000
+wait 2
+screenshot $shots/attached.png
+quit
+SCRIPT
+(cd "$work" && win replay attached.kvs --script "$work/attached.txt")
 ls -la "$shots"
