@@ -121,6 +121,18 @@ void send_all(KvPublisher& p, const std::vector<std::vector<uint8_t>>& batches,
     }
 }
 
+// Sends every batch with no replay served, withholding the third of every six but never the
+// last (a loss at the very end has nothing after it to show it); returns how many it withheld.
+size_t send_withholding(KvPublisher& p, const std::vector<std::vector<uint8_t>>& batches) {
+    size_t withheld = 0;
+    for (size_t i = 0; i < batches.size(); ++i) {
+        bool withhold = i % 6 == 2 && i + 1 < batches.size();
+        withheld += withhold;
+        EXPECT_TRUE(p.publish(batches[i], withhold).ok());
+    }
+    return withheld;
+}
+
 void wait_connected() {
     std::this_thread::sleep_for(300ms);  // ZeroMQ connects in the background
 }
@@ -182,13 +194,7 @@ TEST(AttachLoopback, WithoutReplayEveryWithheldBatchIsCountedLost) {
     s.attacher = attacher_for({p.get()}, false);
     s.start();
     wait_connected();
-    size_t withheld = 0;
-    for (size_t i = 0; i < batches.size(); ++i) {
-        // The last one is always sent: a loss at the very end has nothing after it to show it.
-        bool withhold = i % 6 == 2 && i + 1 < batches.size();
-        withheld += withhold;
-        ASSERT_TRUE(p->publish(batches[i], withhold).ok());
-    }
+    const size_t withheld = send_withholding(*p, batches);
     std::this_thread::sleep_for(300ms);
     s.finish({p.get()});
     auto st = s.attacher->stats()[0];
@@ -220,12 +226,7 @@ TEST(AttachLoopback, AReplayEndpointNobodyListensOnLosesTheGapsAndNeverHangs) {
         ended = true;
     });
     wait_connected();
-    size_t withheld = 0;
-    for (size_t i = 0; i < batches.size(); ++i) {
-        bool withhold = i % 6 == 2 && i + 1 < batches.size();
-        withheld += withhold;
-        ASSERT_TRUE(p->publish(batches[i], withhold).ok());
-    }
+    const size_t withheld = send_withholding(*p, batches);
     std::this_thread::sleep_for(300ms);
     stop = true;
     for (int i = 0; i < 200 && !ended; ++i)
