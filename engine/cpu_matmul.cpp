@@ -27,7 +27,8 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
-// Variants need GCC, whose target pragmas also set the ISA macros the kernels test.
+// Variants need GCC's target pragmas (clang's differ); the ISA macros the kernels test are set
+// below for each inclusion, since in C++ the pragmas leave __AVX2__ and the like untouched.
 #if defined(KVSCOPE_MATMUL_VARIANTS) && defined(__x86_64__) && defined(__GNUC__) && \
     !defined(__clang__)
 #define KVSCOPE_HAS_VARIANTS 1
