@@ -33,6 +33,20 @@ std::optional<std::string> stories260k() {
     return fixture_file("stories260K/stories260K.bin");
 }
 
+std::optional<std::string> demo_q8_0_model() {
+    const std::string path = KVSCOPE_DEMO_Q8_0;
+    if (path.empty() || !fs::exists(path)) return std::nullopt;
+    return path;
+}
+
+std::string demo_q8_0_missing() {
+    if (std::string(KVSCOPE_DEMO_Q8_0).empty())
+        return "needs the Q8_0 demo model, which the build makes with python3 and numpy "
+               "(Debian: python3-numpy); none was found when CMake configured";
+    return std::string("needs ") + KVSCOPE_DEMO_Q8_0 +
+           ", which the build makes (target demo_q8_0_model)";
+}
+
 std::string stories260k_missing() {
     return "needs llama2.c's stories260K checkpoint at " + fixtures_dir() +
            "/stories260K/stories260K.bin (set KVSCOPE_FIXTURES; README, 'Test fixtures')";
@@ -86,6 +100,11 @@ namespace {
     _exit(127);
 }
 }  // namespace
+
+CommandResult run_kvscope(std::vector<std::string> args, int timeout_s) {
+    args.insert(args.begin(), kvscope_binary());
+    return run_command(args, timeout_s);
+}
 
 CommandResult run_command(const std::vector<std::string>& argv, int timeout_s,
                           const std::string& stdin_text) {

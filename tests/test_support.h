@@ -35,6 +35,15 @@ struct CommandResult {
 CommandResult run_command(const std::vector<std::string>& argv, int timeout_s = 120,
                           const std::string& stdin_text = "");
 
+// Runs the built kvscope with `args` (no shell), as run_command does.
+CommandResult run_kvscope(std::vector<std::string> args, int timeout_s = 120);
+
+// The bundled model quantized to Q8_0 by assets/train/quantize_demo_model.py, which the build
+// makes when it finds python3 with numpy; nullopt when it did not.
+std::optional<std::string> demo_q8_0_model();
+// Why a test that needs it skips, for GTEST_SKIP().
+std::string demo_q8_0_missing();
+
 // Starts argv (no shell) in the background, output discarded; returns its pid.
 int start_command(const std::vector<std::string>& argv);
 // Waits for a background command; returns its exit status, or 128 + signal when killed.

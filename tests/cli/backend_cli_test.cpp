@@ -17,8 +17,7 @@ namespace kvscope {
 namespace {
 
 test::CommandResult kvscope(std::vector<std::string> args) {
-    args.insert(args.begin(), test::kvscope_binary());
-    return test::run_command(args, 300);
+    return test::run_kvscope(std::move(args), 300);
 }
 
 // The commands that run the engine, with what each requires besides --backend (files it never

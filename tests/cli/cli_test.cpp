@@ -19,8 +19,7 @@ namespace {
 using test::run_command;
 
 test::CommandResult kvscope(std::vector<std::string> args, int timeout = 120) {
-    args.insert(args.begin(), test::kvscope_binary());
-    return run_command(args, timeout);
+    return test::run_kvscope(std::move(args), timeout);
 }
 
 void expect_clean_failure(const test::CommandResult& r, const std::string& expect,

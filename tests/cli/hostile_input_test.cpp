@@ -21,8 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 
 test::CommandResult kvscope(std::vector<std::string> args, int timeout = 120) {
-    args.insert(args.begin(), test::kvscope_binary());
-    return test::run_command(args, timeout);
+    return test::run_kvscope(std::move(args), timeout);
 }
 
 void expect_refused(const test::CommandResult& r, const std::string& expect,

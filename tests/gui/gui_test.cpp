@@ -117,8 +117,7 @@ class Display : public ::testing::Environment {
 const auto* const kDisplay = ::testing::AddGlobalTestEnvironment(new Display);
 
 test::CommandResult kvscope(std::vector<std::string> args, int timeout = 180) {
-    args.insert(args.begin(), test::kvscope_binary());
-    return test::run_command(args, timeout);
+    return test::run_kvscope(std::move(args), timeout);
 }
 
 class Gui : public ::testing::Test {

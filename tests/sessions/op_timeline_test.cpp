@@ -19,8 +19,7 @@ namespace kvscope {
 namespace {
 
 test::CommandResult kvscope(std::vector<std::string> args) {
-    args.insert(args.begin(), test::kvscope_binary());
-    return test::run_command(args, 300);
+    return test::run_kvscope(std::move(args), 300);
 }
 
 // What the model file says a decode step must read, worked out from its tensors alone: every

@@ -24,8 +24,7 @@ namespace kvscope {
 namespace {
 
 test::CommandResult kvscope(std::vector<std::string> args, int timeout = 120) {
-    args.insert(args.begin(), test::kvscope_binary());
-    return test::run_command(args, timeout);
+    return test::run_kvscope(std::move(args), timeout);
 }
 
 // A real recording of the bundled model serving a small workload.
