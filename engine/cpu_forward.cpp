@@ -91,6 +91,11 @@ Status CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
         }
     }
     if (any_lanes) row_stats_.assign(N * static_cast<size_t>(c.n_kv_heads), {});
+    // Each row's rotation angles, once for all its heads and layers: taken per head, the same
+    // sines and cosines were worked out n_heads + n_kv_heads times per layer.
+    rope_cos_sin_.resize(N * c.head_dim);
+    for (size_t r = 0; r < N; ++r)
+        rope_angles(row_pos_[r], inv_freq_.data(), c.head_dim / 2, &rope_cos_sin_[r * c.head_dim]);
 
     const int64_t n64 = n, dim = c.dim, q_dim = c.q_dim(), kv_dim = c.kv_dim(),
                   hidden = c.hidden_dim;
@@ -176,15 +181,15 @@ Status CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
             OpKind::kRope, l,
             [&] {
                 for_rows(8 * (q_dim + kv_dim), [&](int r) {
-                    int pos = row_pos_[static_cast<size_t>(r)];
+                    const float* cs = &rope_cos_sin_[static_cast<size_t>(r) * c.head_dim];
                     for (int h = 0; h < c.n_heads; ++h)
-                        rope(&q_[static_cast<size_t>(r) * c.q_dim() +
-                                 static_cast<size_t>(h) * c.head_dim],
-                             c.head_dim, pos, inv_freq_.data(), c.rope_style);
+                        rope_rotate(&q_[static_cast<size_t>(r) * c.q_dim() +
+                                        static_cast<size_t>(h) * c.head_dim],
+                                    c.head_dim, cs, c.rope_style);
                     for (int h = 0; h < c.n_kv_heads; ++h)
-                        rope(&k_[static_cast<size_t>(r) * c.kv_dim() +
-                                 static_cast<size_t>(h) * c.head_dim],
-                             c.head_dim, pos, inv_freq_.data(), c.rope_style);
+                        rope_rotate(&k_[static_cast<size_t>(r) * c.kv_dim() +
+                                        static_cast<size_t>(h) * c.head_dim],
+                                    c.head_dim, cs, c.rope_style);
                 });
             },
             [&] { return elementwise_cost(n64 * (q_dim + kv_dim), n64 * (q_dim + kv_dim), 6); });

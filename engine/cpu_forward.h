@@ -120,6 +120,7 @@ class CpuForward {
     // Activations, resized per batch.
     std::vector<float> x_, xb_, q_, k_, v_, att_, hb_, hb2_;
     std::vector<int32_t> row_pos_, row_chunk_, row_slot_;
+    std::vector<float> rope_cos_sin_;  // [row][head_dim]: rope_angles of the row's position
     // Per (row, KV head) of sequences with lanes: attention summed over the group's query
     // heads, by slot, reduced into the lanes in row order after each layer.
     std::vector<std::vector<float>> row_stats_;

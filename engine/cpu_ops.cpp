@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 namespace kvscope {
 
@@ -29,17 +30,34 @@ void softmax(float* x, int n) {
         x[i] /= sum;
 }
 
-void rope(float* head, int head_dim, int pos, const float* inv_freq, RopeStyle style) {
-    int half = head_dim / 2;
+void rope_angles(int pos, const float* inv_freq, int half, float* cos_sin) {
     for (int i = 0; i < half; ++i) {
         float angle = static_cast<float>(pos) * inv_freq[i];
-        float c = std::cos(angle), s = std::sin(angle);
+        cos_sin[2 * i] = std::cos(angle);
+        cos_sin[2 * i + 1] = std::sin(angle);
+    }
+}
+
+// Not vectorized: GCC 12 turns the vectorized pairs into fused multiply-add-subtracts although
+// -ffp-contract=off forbids fusing, which changed the rotated values in the last bit (and the
+// bundled model's greedy tokens with them). One scalar rotation per pair costs next to nothing.
+[[gnu::optimize("no-tree-vectorize")]] void rope_rotate(float* head, int head_dim,
+                                                        const float* cos_sin, RopeStyle style) {
+    int half = head_dim / 2;
+    for (int i = 0; i < half; ++i) {
+        float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
         int a = style == RopeStyle::kAdjacentPairs ? 2 * i : i;
         int b = style == RopeStyle::kAdjacentPairs ? 2 * i + 1 : i + half;
         float x0 = head[a], x1 = head[b];
         head[a] = x0 * c - x1 * s;
         head[b] = x0 * s + x1 * c;
     }
+}
+
+void rope(float* head, int head_dim, int pos, const float* inv_freq, RopeStyle style) {
+    std::vector<float> cos_sin(static_cast<size_t>(head_dim));
+    rope_angles(pos, inv_freq, head_dim / 2, cos_sin.data());
+    rope_rotate(head, head_dim, cos_sin.data(), style);
 }
 
 void swiglu(float* a, const float* b, int n) {

@@ -78,6 +78,10 @@ void rmsnorm(float* out, const float* x, const float* weight, int n, float eps);
 void softmax(float* x, int n);
 // Rotates one head vector in place for position `pos`. `inv_freq` has head_dim/2 entries.
 void rope(float* head, int head_dim, int pos, const float* inv_freq, RopeStyle style);
+// The same rotation in two halves, so that a position's angles serve every head and layer:
+// cos_sin[2i], cos_sin[2i+1] = cos, sin of pos * inv_freq[i] for i < head_dim/2.
+void rope_angles(int pos, const float* inv_freq, int half, float* cos_sin);
+void rope_rotate(float* head, int head_dim, const float* cos_sin, RopeStyle style);
 // a[i] = silu(a[i]) * b[i]
 void swiglu(float* a, const float* b, int n);
 

@@ -1,7 +1,8 @@
 // Greedy token ids from llama.cpp, for checking kvscope's against them. Not part of the build:
 // it is compiled beside a llama.cpp checkout (assets/train/LLAMA_CPP_NOTES.md says how).
 //
-//   llamacpp_greedy_ids MODEL N THREADS PROMPT [KV]  prints BOS + the prompt's ids, then N greedy ids,
+//   llamacpp_greedy_ids MODEL N THREADS PROMPT [KV]  prints BOS + the prompt's ids, then N greedy
+//   ids,
 //                                                 space-separated on one line; KV is the
 //                                                 K/V cache type, f16 (default) or f32
 //
@@ -35,7 +36,8 @@ int main(int argc, char** argv) {
     cparams.n_threads = threads;
     cparams.n_threads_batch = threads;
     // The K/V cache's type: llama.cpp's default is f16.
-    if (argc == 6 && std::strcmp(argv[5], "f32") == 0) cparams.type_k = cparams.type_v = GGML_TYPE_F32;
+    if (argc == 6 && std::strcmp(argv[5], "f32") == 0)
+        cparams.type_k = cparams.type_v = GGML_TYPE_F32;
     llama_context* ctx = llama_init_from_model(model, cparams);
 
     std::vector<llama_token> ids(512);
@@ -56,7 +58,8 @@ int main(int argc, char** argv) {
         ids.push_back(best);
         feed.assign(1, best);
     }
-    for (size_t i = 0; i < ids.size(); ++i) std::printf(i ? " %d" : "%d", ids[i]);
+    for (size_t i = 0; i < ids.size(); ++i)
+        std::printf(i ? " %d" : "%d", ids[i]);
     std::printf("\n");
     llama_free(ctx);
     llama_model_free(model);
