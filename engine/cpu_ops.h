@@ -75,6 +75,8 @@ inline void fold_lanes4(const Lanes acc[4], float out[4]) {
 }
 // out = weight * x / sqrt(mean(x^2) + eps), over n values.
 void rmsnorm(float* out, const float* x, const float* weight, int n, float eps);
+// x[i] = e^x[i] (cpu_ops.cpp says how, and how closely); softmax and swiglu use the same.
+void exp_inplace(float* x, int n);
 void softmax(float* x, int n);
 // Rotates one head vector in place for position `pos`. `inv_freq` has head_dim/2 entries.
 void rope(float* head, int head_dim, int pos, const float* inv_freq, RopeStyle style);
