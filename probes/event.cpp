@@ -131,6 +131,55 @@ bool ProbeFanout::failed() const {
     return false;
 }
 
+bool gpu_op_name_ok(std::string_view op) {
+    if (op.empty()) return false;
+    for (char ch : op)
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '_' || ch == '.' || ch == '-'))
+            return false;
+    return true;
+}
+
+GpuKernelText split_gpu_kernel_text(std::string_view text) {
+    if (!text.empty() && text.front() == '|') return {{}, text.substr(1)};
+    const size_t bar = text.find('|');
+    if (bar != std::string_view::npos && gpu_op_name_ok(text.substr(0, bar)))
+        return {text.substr(0, bar), text.substr(bar + 1)};
+    return {{}, text};
+}
+
+std::string gpu_kernel_text(std::string_view op, std::string_view kernel) {
+    std::string text;
+    if (gpu_op_name_ok(op)) {
+        text.reserve(op.size() + 1 + kernel.size());
+        text.append(op).append(1, '|');
+    } else if (!split_gpu_kernel_text(kernel).op.empty() ||
+               (!kernel.empty() && kernel.front() == '|')) {
+        // A kernel of no op whose name would read as "op|kernel" ("operator|", say).
+        text.append(1, '|');
+    }
+    text.append(kernel);
+    return text;
+}
+
+void encode_hbm_bytes(const HbmBytes& bytes, std::vector<uint8_t>& out) {
+    out.clear();
+    varint::put(out, static_cast<uint64_t>(std::max<int64_t>(bytes.read, 0)));
+    varint::put(out, static_cast<uint64_t>(std::max<int64_t>(bytes.written, 0)));
+}
+
+bool decode_hbm_bytes(const std::vector<uint8_t>& payload, HbmBytes& out) {
+    varint::Reader r{payload.data(), payload.data() + payload.size()};
+    uint64_t read = 0, written = 0;
+    // As for KernelCost: 2^62 bytes in one sample is corruption, not a fast GPU.
+    if (!r.get(read) || !r.get(written) || read > (uint64_t{1} << 62) ||
+        written > (uint64_t{1} << 62))
+        return false;
+    out.read = static_cast<int64_t>(read);
+    out.written = static_cast<int64_t>(written);
+    return true;
+}
+
 void encode_stored_block(const StoredBlock& block, std::vector<uint8_t>& out) {
     encode_stored_block(block.has_parent, block.parent, block.tokens.data(), block.tokens.size(),
                         out);

@@ -26,8 +26,8 @@
 //  swap_out/in    req      -      blocks moved      -                -             bytes        -             -
 //  attention_row  req      -      layer             head             query pos     -            -             - (payload: u8 probs)
 //  token          req      -      position          token id         is prompt     -            -             text piece
-//  kernel         -        -      layer (-1 none)   threads          lane/stream   duration ns  -             op or kernel name (payload: KernelCost; t_ns = start)
-//  hbm_sample     -        -      -                 -                -             end ns       bytes r+w     "read:N write:M"
+//  kernel         -        -      layer (-1 none)   threads          lane          duration ns  copy bytes    op, or "op|kernel" (payload: KernelCost; t_ns = start)
+//  hbm_sample     -        -      -                 -                -             end ns       bytes r+w     - (payload: HbmBytes; t_ns = start)
 //  metric         -        -      -                 -                -             -            value         metric name
 //  kv_stored      -        slot   publisher         medium (KvMedium) tokens        block hash   -             - (payload: StoredBlock)
 //  kv_removed     -        slot   publisher         medium (KvMedium) refs after    block hash   -             -
@@ -43,6 +43,13 @@
 // Every event carries run, step (engine iteration, 64-bit), seq_no (monotonic per run, from 1,
 // assigned by the engine's Reporter; a sink fills it only when it is 0) and t_ns (host steady
 // clock).
+//
+// A kernel event is either one of the host's ops (lane 0: the CPU backend's op spans) or work a
+// GPU did, as CUPTI traced it (lane gpu_lane(stream)): a kernel, a memcpy or a memset. A GPU's
+// event names the op that launched it and the kernel, "op|kernel" (gpu_kernel_text), or only
+// the kernel when no op scope was open; `b` is the threads it launched (grid x block), `value`
+// the bytes a copy or set moved, and its KernelCost is zero: what a GPU moved is measured by the
+// hbm_sample events (DRAM bytes per sampling interval), not worked out from shapes.
 
 #include <cstdint>
 #include <string>
@@ -134,6 +141,36 @@ constexpr size_t kKernelCostMaxBytes = 5 * 10;
 size_t encode_kernel_cost(const KernelCost& cost, uint8_t* out);
 // Leaves `out` untouched when it returns false.
 bool decode_kernel_cost(const std::vector<uint8_t>& payload, KernelCost& out);
+
+// A kernel event's lane: 0 for the host, 1 + the CUDA stream's id (as CUPTI numbers streams) for
+// a GPU's work, so that no stream shares the host's lane.
+constexpr int32_t kHostLane = 0;
+constexpr int32_t gpu_lane(uint32_t stream_id) {
+    return stream_id >= 0x7ffffffeu ? 0x7fffffff : static_cast<int32_t>(stream_id) + 1;
+}
+
+// A GPU kernel event's text: "op|kernel", or the kernel alone when no op launched it. Op names
+// are kvscope's own ([A-Za-z0-9_.-], see gpu_op_name_ok), so the first '|' after one splits the
+// two whatever the kernel's name holds; a kernel of no op whose own name would split that way
+// ("operator|...") is written after a leading '|'. Host ops' names have no '|' and read as a
+// kernel of no op.
+bool gpu_op_name_ok(std::string_view op);
+std::string gpu_kernel_text(std::string_view op, std::string_view kernel);
+struct GpuKernelText {
+    std::string_view op;  // empty: no op scope was open when it was launched
+    std::string_view kernel;
+};
+GpuKernelText split_gpu_kernel_text(std::string_view text);
+
+// An hbm_sample event's payload: the DRAM bytes the GPU read and wrote over the sample (its
+// value holds their sum). Stored layout: two varints. Decoding refuses truncated or absurd input
+// and ignores bytes after the second, so a later vocabulary may append.
+struct HbmBytes {
+    int64_t read = 0, written = 0;
+};
+void encode_hbm_bytes(const HbmBytes& bytes, std::vector<uint8_t>& out);
+// Leaves `out` untouched when it returns false.
+bool decode_hbm_bytes(const std::vector<uint8_t>& payload, HbmBytes& out);
 
 // A kv_stored event's payload: the block's parent in its prefix chain and the tokens it holds.
 // Stored layout: u8 flags (bit 0: has a parent), [parent hash, 8 bytes little endian], varint

@@ -5,6 +5,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <set>
 
 #include "sessions/session_reader.h"
 #include "sessions/step_ops.h"
@@ -41,6 +42,9 @@ Status export_perfetto(SessionReader& reader, std::ostream& out) {
     for (Event& e : kernels.value())
         by_step[e.step].push_back(std::move(e));
     const double limit = reader.info().bandwidth_limit_gbps();
+    const int pid_gpu = 2;
+    std::set<int32_t> lanes;
+    std::vector<Event> samples;
     for (const StepSummary& s : steps) {
         std::vector<OpRecord> ops;
         std::vector<Event> device;
@@ -133,28 +137,68 @@ Status export_perfetto(SessionReader& reader, std::ostream& out) {
             counter("bandwidth_GBps", s.bandwidth_gbps());
             if (limit > 0) counter("bandwidth_limit_GBps", limit);
         }
-        // A GPU's kernels and bandwidth samples, when the run had them.
-        for (const Event& e : device) {
-            if (e.kind == EventKind::kKernel) {
-                const bool known = e.payload.empty();
-                const KernelCost& cost = e.cost;
-                events.push_back(
-                    {{"ph", "X"},
-                     {"name", e.text},
-                     {"pid", 2},
-                     {"tid", e.c},
-                     {"ts", us(e.t_ns)},
-                     {"dur", static_cast<double>(e.wide) / 1000.0},
-                     {"args", {{"bytes", known ? cost.bytes() : 0}, {"step", e.step}}}});
-            } else {
-                double secs = static_cast<double>(e.wide - e.t_ns) / 1e9;
-                events.push_back({{"ph", "C"},
-                                  {"name", "hbm_bandwidth_GBps"},
-                                  {"pid", 2},
-                                  {"ts", us(e.t_ns)},
-                                  {"args", {{"value", secs > 0 ? e.value / secs / 1e9 : 0.0}}}});
+        // A GPU's kernels, copies and sets on a track per stream, when the run had them: named
+        // by kernel, filed under the op that launched it.
+        for (Event& e : device) {
+            if (e.kind == EventKind::kHbmSample) {
+                samples.push_back(std::move(e));
+                continue;
             }
+            const GpuKernelText name = split_gpu_kernel_text(e.text);
+            json args = {{"step", e.step}};
+            if (!name.op.empty()) args["op"] = std::string(name.op);
+            if (e.a >= 0) args["layer"] = e.a;
+            if (e.b > 0) args["threads"] = e.b;
+            if (e.value > 0) args["bytes"] = e.value;
+            events.push_back({{"ph", "X"},
+                              {"name", std::string(name.kernel)},
+                              {"cat", name.op.empty() ? std::string("gpu") : std::string(name.op)},
+                              {"pid", pid_gpu},
+                              {"tid", e.c},
+                              {"ts", us(e.t_ns)},
+                              {"dur", static_cast<double>(e.wide) / 1000.0},
+                              {"args", std::move(args)}});
+            lanes.insert(e.c);
         }
+    }
+    if (!lanes.empty() || !samples.empty())
+        events.push_back(
+            {{"ph", "M"}, {"name", "process_name"}, {"pid", pid_gpu}, {"args", {{"name", "GPU"}}}});
+    for (int32_t lane : lanes)
+        events.push_back({{"ph", "M"},
+                          {"name", "thread_name"},
+                          {"pid", pid_gpu},
+                          {"tid", lane},
+                          {"args", {{"name", "stream " + std::to_string(lane - 1)}}}});
+    // DRAM bandwidth as counter tracks, total and split, from the PM samples in time order. A
+    // counter holds its value until the next point, so it drops to 0 where sampling stopped (or
+    // lost samples) rather than drawing the last sample's rate across the gap. Samples of no
+    // length carry no rate and are left out.
+    std::stable_sort(samples.begin(), samples.end(),
+                     [](const Event& a, const Event& b) { return a.t_ns < b.t_ns; });
+    auto hbm = [&](int64_t t, double total, double read, double written) {
+        for (auto [name, v] :
+             {std::pair{"hbm_bandwidth_GBps", total}, std::pair{"hbm_read_GBps", read},
+              std::pair{"hbm_write_GBps", written}})
+            events.push_back({{"ph", "C"},
+                              {"name", name},
+                              {"pid", pid_gpu},
+                              {"ts", us(t)},
+                              {"args", {{"value", v}}}});
+    };
+    for (size_t i = 0; i < samples.size(); ++i) {
+        const Event& e = samples[i];
+        if (e.wide <= e.t_ns) continue;
+        const double ns = static_cast<double>(e.wide - e.t_ns);
+        HbmBytes split;
+        if (!decode_hbm_bytes(e.payload, split)) split = {};
+        // Bytes per ns are GB/s.
+        hbm(e.t_ns, e.value / ns, static_cast<double>(split.read) / ns,
+            static_cast<double>(split.written) / ns);
+        size_t next = i + 1;
+        while (next < samples.size() && samples[next].wide <= samples[next].t_ns)
+            ++next;
+        if (next == samples.size() || samples[next].t_ns > e.wide) hbm(e.wide, 0, 0, 0);
     }
     json doc = {{"traceEvents", std::move(events)},
                 {"displayTimeUnit", "ms"},

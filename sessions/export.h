@@ -1,6 +1,7 @@
 #pragma once
 // Exports a session into formats other tools open: Chrome/Perfetto trace-event JSON (steps,
-// phases, kernels, counter tracks) and CSV of the per-step metrics.
+// phases, host ops, a GPU's kernels on a track per stream, counter tracks, the GPU's DRAM
+// bandwidth from its PM samples among them) and CSV of the per-step metrics.
 
 #include <ostream>
 
