@@ -8,7 +8,7 @@
 
 namespace kvscope {
 
-BlockManager::BlockManager(int32_t num_blocks, int32_t block_size, KvCacheStorage* storage,
+BlockManager::BlockManager(int32_t num_blocks, int32_t block_size, KvBlockStore* storage,
                            const Reporter* reporter)
     : block_size_(block_size), pool_(num_blocks), storage_(storage), reporter_(reporter) {}
 
