@@ -611,6 +611,10 @@ Result<std::unique_ptr<Forward>> make_cuda_forward(const ForwardSetup& setup,
     return std::unique_ptr<Forward>(std::move(forward));
 }
 
+int64_t cuda_weight_bytes(const ModelConfig& config, const ModelWeights& weights) {
+    return gpu::DeviceWeights::device_bytes(config, weights);
+}
+
 ForwardFactory cuda_backend(CudaForwardOptions options) {
     return [options](const ForwardSetup& setup) { return make_cuda_forward(setup, options); };
 }

@@ -23,6 +23,7 @@
 // kernels do not take. Not done: CUDA graphs for decode steps, op spans for `kernel` events (a
 // GPU's kernels are to come from CUPTI), per-phase times.
 
+#include <cstdint>
 #include <memory>
 
 #include "base/result.h"
@@ -40,6 +41,10 @@ struct CudaForwardOptions {
     int device = 0;
     CudaWeightType weights = CudaWeightType::kAuto;
 };
+
+// Bytes of device memory the backend holds for `weights` (matrices in 16 bits, the classifier
+// included, the token embedding not; norms and biases f32): what a decode step reads.
+int64_t cuda_weight_bytes(const ModelConfig& config, const ModelWeights& weights);
 
 // The CUDA backend for EngineOptions::backend.
 ForwardFactory cuda_backend(CudaForwardOptions options = {});
