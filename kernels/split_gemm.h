@@ -1,12 +1,12 @@
 #pragma once
 // f32 activations through 16-bit matrix products, and back. cuBLAS multiplies 16-bit weights
 // only by 16-bit activations, and with bf16 weights, rounding the activations to bf16 too flipped
-// a greedy token of the bundled model within 256 (measured by emulating it on the CPU). So each activation row
-// goes in as two 16-bit rows, hi = round(x / s) and lo = round(x / s - hi), one product over
-// both (the weights are read once, for twice the columns), and the two output rows are added and
-// scaled back: hi + lo carries 16 (bf16) or 22 (f16) significant bits of x, near enough f32.
-// s is a power of two per row (exact to multiply by), chosen so the row's largest |x| / s lies in
-// [2^14, 2^15): f16's range then holds every row, whatever the model's activations reach.
+// a greedy token of the bundled model within 256 (measured by emulating it on the CPU). So each
+// activation row goes in as two 16-bit rows, hi = round(x / s) and lo = round(x / s - hi), one
+// product over both (the weights are read once, for twice the columns), and the two output rows are
+// added and scaled back: hi + lo carries 16 (bf16) or 22 (f16) significant bits of x, near enough
+// f32. s is a power of two per row (exact to multiply by), chosen so the row's largest |x| / s lies
+// in [2^14, 2^15): f16's range then holds every row, whatever the model's activations reach.
 //
 // Every launcher enqueues on `stream` and returns the launch's error (cudaErrorInvalidValue for
 // arguments it does not take).
