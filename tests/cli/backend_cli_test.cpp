@@ -31,7 +31,8 @@ std::vector<std::vector<std::string>> engine_commands() {
         {"perplexity", "--file", "missing.txt"},
         {"bench", "cpu"},
     };
-    if (kvscope({"gui", "--help"}).exit_code == 0)  // built with the window
+    // Built with the window: without it `gui --help` still exits 0 (bare kvscope's help).
+    if (kvscope({"gui", "--help"}).out.find("--screenshot") != std::string::npos)
         c.push_back({"gui", "--screenshot", "never.png"});
     return c;
 }
