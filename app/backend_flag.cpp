@@ -2,6 +2,7 @@
 
 #include "app/commands.h"
 #ifdef KVSCOPE_HAVE_CUDA
+#include "engine_cuda/cuda_forward.h"
 #include "kernels/device_info.h"
 #endif
 
@@ -34,11 +35,17 @@ int check_backend(Backend backend) {
     kernels::DeviceQuery q = kernels::query_devices();
     if (q.devices.empty())
         return fail("--backend cuda: no usable CUDA device (cudaGetDeviceCount: " + q.error + ")");
-    return fail(
-        "--backend cuda: not implemented yet: this build has the CUDA kernels but not the "
-        "engine backend that runs a model on them (found " +
-        q.devices.front().name + "); use --backend cpu");
+    return 0;
 #endif
+}
+
+ForwardFactory backend_factory(Backend backend) {
+#ifdef KVSCOPE_HAVE_CUDA
+    if (backend == Backend::kCuda) return cuda_backend();
+#else
+    (void)backend;
+#endif
+    return {};
 }
 
 }  // namespace kvscope::app

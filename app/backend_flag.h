@@ -5,6 +5,8 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "engine/forward.h"
+
 namespace kvscope::app {
 
 enum class Backend { kCpu, kCuda };
@@ -12,10 +14,14 @@ enum class Backend { kCpu, kCuda };
 void add_backend_flag(CLI::App& sub, Backend& backend);
 
 // 0 when `backend` can run here. Otherwise prints one line saying why and returns 1: a build
-// without CUDA, no usable device (cudaGetDeviceCount's reason), or, with a device, that the
-// CUDA engine backend is not written yet (only its kernels are). Commands call it before
-// looking at their other inputs.
+// without CUDA, or no usable device (cudaGetDeviceCount's reason). Commands call it before
+// looking at their other inputs; what only the model can tell (it does not fit the device, a
+// setting the CUDA backend refuses) fails later, when the engine is made.
 int check_backend(Backend backend);
+
+// What EngineOptions::backend should hold for `backend`: null for the CPU, the CUDA backend
+// (engine_cuda/cuda_forward.h) in builds that have it.
+ForwardFactory backend_factory(Backend backend);
 
 // Whether this build has the CUDA kernels (configured with KVSCOPE_CUDA on and a toolkit).
 bool build_has_cuda();

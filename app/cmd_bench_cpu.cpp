@@ -83,6 +83,7 @@ int run_bench_cpu(const BenchCpuOptions& o) {
     eo.threads = o.threads;
     eo.matmul = o.matmul;
     eo.num_blocks = (longest + eo.block_size - 1) / eo.block_size + 1;
+    eo.backend = backend_factory(o.backend);
     auto engine = Engine::create(model, eo);
     if (!engine) return fail(engine.error().message);
     const int threads = (*engine)->threads().num_threads();
@@ -105,7 +106,11 @@ int run_bench_cpu(const BenchCpuOptions& o) {
     if (auto warm = once({16, 1}); !warm) return fail(warm.error().message);
 
     nlohmann::json results = nlohmann::json::array();
-    if (!o.json)
+    if (!o.json && o.backend == Backend::kCuda)
+        std::printf("%s (%s), backend cuda, %.2f GB of weights in the file\n",
+                    terminal_safe(o.model).c_str(), model->format.c_str(),
+                    static_cast<double>(model->weights.bytes()) / 1e9);
+    else if (!o.json)
         std::printf("%s (%s), %d threads, matmul %s (%s kernels), %.2f GB of weights\n",
                     terminal_safe(o.model).c_str(), model->format.c_str(), threads,
                     matmul_mode_name(o.matmul), matmul_kernels_name(),
@@ -136,6 +141,7 @@ int run_bench_cpu(const BenchCpuOptions& o) {
     if (o.json) {
         nlohmann::json j = {{"model", o.model},
                             {"format", model->format},
+                            {"backend", (*engine)->forward().backend_name()},
                             {"threads", threads},
                             {"matmul", matmul_mode_name(o.matmul)},
                             {"kernels", matmul_kernels_name()},

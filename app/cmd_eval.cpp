@@ -98,6 +98,7 @@ int run_eval(const EvalOptions& o) {
     eo.threads = o.threads;
     eo.matmul = o.matmul;
     eo.num_blocks = eval_blocks_needed(o.settings, eo.block_size);
+    eo.backend = backend_factory(o.backend);
     ProgressLine progress;
     for (size_t i = 0; i < rows->size(); ++i) {
         Row& row = (*rows)[i];

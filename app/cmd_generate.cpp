@@ -55,6 +55,7 @@ int run_generate(const GenerateOptions& o) {
     eo.threads = o.threads;
     eo.matmul = o.matmul;
     eo.kv_dtype = *o.eviction.dtype();  // checked before the model was loaded
+    eo.backend = backend_factory(o.backend);
     auto engine = Engine::create(model, eo);
     if (!engine) return fail(engine.error().message);
 

@@ -85,8 +85,9 @@ int run_gui(GuiOptions& o) {
     s.record = o.record;
     s.record_path = o.record_path;
     s.record_force = o.window.force;
-    auto live =
-        LiveController::create(model, std::move(requests), name, s, o.serving.engine_options());
+    EngineOptions eo = o.serving.engine_options();
+    eo.backend = backend_factory(o.backend);
+    auto live = LiveController::create(model, std::move(requests), name, s, eo);
     if (!live) {
         o.window.startup_error = live.error().message;
         return ui::run_window(o.window);

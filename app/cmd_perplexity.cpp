@@ -40,6 +40,7 @@ int run_perplexity(const PerplexityOptions& o) {
     eo.matmul = o.matmul;
     eo.block_size = 16;
     eo.num_blocks = (o.ctx + eo.block_size - 1) / eo.block_size;
+    eo.backend = backend_factory(o.backend);
     auto engine = Engine::create(model, eo);
     if (!engine) return fail(engine.error().message);
     auto t0 = std::chrono::steady_clock::now();

@@ -92,7 +92,9 @@ int run_serving(const RunOptions& o) {
     auto requests = load_workload(o.workload, model->tokenizer.get(), model->config.vocab_size,
                                   model->config.context_length);
     if (!requests) return fail(requests.error().message);
-    auto engine = Engine::create(model, o.serving.engine_options());
+    EngineOptions eo = o.serving.engine_options();
+    eo.backend = backend_factory(o.backend);
+    auto engine = Engine::create(model, eo);
     if (!engine) return fail(engine.error().message);
     std::unique_ptr<Recorder> recorder;
     if (!o.record.empty()) {

@@ -19,7 +19,7 @@ RunInfo run_info_for(Engine& engine, const std::string& allocator,
     info.block_size = engine.options().block_size;
     info.allocator = allocator;
     info.model = model_path_for_recording(engine.model().path);
-    info.backend = "cpu";
+    info.backend = engine.forward().backend_name();
     info.n_layers = c.n_layers;
     info.n_heads = c.n_heads;
     info.n_kv_heads = c.n_kv_heads;

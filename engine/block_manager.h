@@ -14,7 +14,7 @@
 
 namespace kvscope {
 
-class KvCacheStorage;
+class KvBlockStore;
 
 // logical block i of a sequence holds its tokens [i * block_size, (i + 1) * block_size).
 struct BlockTable {
@@ -30,7 +30,7 @@ struct BlockTable {
 class BlockManager {
   public:
     // `storage` may be null: bookkeeping only (copy-on-write then copies nothing).
-    BlockManager(int32_t num_blocks, int32_t block_size, KvCacheStorage* storage,
+    BlockManager(int32_t num_blocks, int32_t block_size, KvBlockStore* storage,
                  const Reporter* reporter = nullptr);
 
     int32_t block_size() const { return block_size_; }
@@ -89,7 +89,7 @@ class BlockManager {
 
     int32_t block_size_;
     BlockPool pool_;
-    KvCacheStorage* storage_;
+    KvBlockStore* storage_;
     const Reporter* reporter_;
     int64_t cow_copies_ = 0;
 };

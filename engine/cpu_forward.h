@@ -11,6 +11,7 @@
 #include "base/result.h"
 #include "engine/block_manager.h"
 #include "engine/cpu_matmul.h"
+#include "engine/forward.h"
 #include "engine/kv_cache.h"
 #include "engine/model_config.h"
 #include "engine/model_weights.h"
@@ -20,51 +21,7 @@ namespace kvscope {
 
 class ThreadPool;
 
-// A run of consecutive tokens of one sequence: a whole prompt (prefill), a piece of it
-// (chunked prefill) or one token (decode). The block table must already cover
-// start_pos + num_tokens tokens.
-struct SequenceLanes;
-
-struct SequenceChunk {
-    const BlockTable* table = nullptr;
-    int32_t start_pos = 0;
-    int32_t num_tokens = 0;
-    bool want_logits = true;  // logits of the chunk's last token
-    bool all_logits = false;  // logits of every token of the chunk, in order (scoring text)
-    // Token eviction (kv_eviction.h): the sequence's lanes, whose `slots` is where this chunk's
-    // tokens are stored (slot != position once tokens have been evicted); attention skips the
-    // lanes' holes and gathers the statistics they ask for. Null: slot = position, as always.
-    SequenceLanes* lanes = nullptr;
-};
-
-struct ForwardBatch {
-    std::vector<int32_t> tokens;  // all chunks' tokens, in chunk order
-    std::vector<SequenceChunk> chunks;
-};
-
-// A probability in [0, 1] as the u8 the session stores (255 = 1.0), rounded to nearest.
-inline uint8_t quantize_probability(float p) {
-    p = p < 0.0f ? 0.0f : p > 1.0f ? 1.0f : p;
-    return static_cast<uint8_t>(p * 255.0f + 0.5f);
-}
-
-// Which attention probabilities to keep while computing: every (layer, query head) pair for
-// which `wanted(layer, head)` holds. Rows are collected per forward pass in `rows`.
-struct AttentionCapture {
-    std::vector<uint8_t> wanted;  // [layer * n_heads + head] != 0
-    struct Row {
-        int32_t chunk, query_pos, layer, head;
-        std::vector<uint8_t> probs;  // over key positions 0..query_pos, 255 = 1.0
-    };
-    std::vector<Row> rows;
-    bool any() const {
-        for (uint8_t w : wanted)
-            if (w) return true;
-        return false;
-    }
-};
-
-class CpuForward {
+class CpuForward : public Forward {
   public:
     CpuForward(const ModelConfig& config, const ModelWeights& weights, KvCacheStorage& kv,
                ThreadPool& pool);
@@ -73,21 +30,21 @@ class CpuForward {
     // with want_logits, in chunk order: [num_logit_chunks][vocab]. Fails when an activation
     // stops being finite, naming the first layer where it did (NaN or Inf weights would
     // otherwise give token 0 forever without a word).
-    [[nodiscard]] Status run(const ForwardBatch& batch, std::vector<float>& logits);
+    [[nodiscard]] Status run(const ForwardBatch& batch, std::vector<float>& logits) override;
     // Null (the default) captures nothing and costs nothing.
-    void set_capture(AttentionCapture* capture) { capture_ = capture; }
+    void set_capture(AttentionCapture* capture) override { capture_ = capture; }
     // Where the last run() spent its time, summed over layers (host clock; a few reads per
     // layer, so always on): the attention block (norm, QKV, RoPE, cache write, attention,
     // output projection) and the MLP block.
-    struct PhaseTimes {
-        int64_t attention_ns = 0, mlp_ns = 0;
-    };
-    const PhaseTimes& last_phase_times() const { return times_; }
+    using PhaseTimes = ForwardPhaseTimes;
+    const PhaseTimes& last_phase_times() const override { return times_; }
     // Null (the default) traces nothing; otherwise run() appends a span per op (op_trace.h).
-    void set_trace(OpTrace* trace) { trace_ = trace; }
+    void set_trace(OpTrace* trace) override { trace_ = trace; }
     // How projections multiply (cpu_matmul.h); exact by default. Fast mode keeps an interleaved
     // copy of Q4_0 weights (q4_0_interleaved.h), made here and dropped when leaving it.
     void set_matmul_mode(MatmulMode mode);
+    const char* backend_name() const override { return "cpu"; }
+    KvBlockStore& kv_blocks() override { return kv_; }
 
   private:
     void attention(const ForwardBatch& batch, int layer);

@@ -50,20 +50,40 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const LoadedModel
                                                const EngineOptions& options) {
     if (Status s = validate_engine_options(model->config, options); !s) return s.error();
     try {
-        return std::unique_ptr<Engine>(new Engine(std::move(model), options));
+        Status started;
+        std::unique_ptr<Engine> engine(new Engine(std::move(model), options, started));
+        if (!started) return started.error();
+        return engine;
     } catch (const std::bad_alloc&) {
         return Error{"out of memory while allocating the KV cache; try fewer blocks"};
     }
 }
 
-Engine::Engine(std::shared_ptr<const LoadedModel> model, const EngineOptions& options)
+Engine::Engine(std::shared_ptr<const LoadedModel> model, const EngineOptions& options,
+               Status& started)
     : model_(std::move(model)),
       options_(resolve(model_->config, options)),
       pool_(options_.threads),
-      kv_(model_->config, options_.block_size, options_.num_blocks, options_.kv_dtype),
-      blocks_(options_.num_blocks, options_.block_size, &kv_, &reporter_),
-      forward_(model_->config, model_->weights, kv_, pool_) {
-    forward_.set_matmul_mode(options.matmul);
+      // Another backend keeps the blocks in its own memory: this one only knows their sizes.
+      kv_(model_->config, options_.block_size, options_.backend ? 0 : options_.num_blocks,
+          options_.kv_dtype),
+      forward_(make_backend(started)),
+      blocks_(options_.num_blocks, options_.block_size, forward_ ? &forward_->kv_blocks() : nullptr,
+              &reporter_) {}
+
+std::unique_ptr<Forward> Engine::make_backend(Status& started) {
+    if (!options_.backend) {
+        auto cpu = std::make_unique<CpuForward>(model_->config, model_->weights, kv_, pool_);
+        cpu->set_matmul_mode(options_.matmul);
+        return cpu;
+    }
+    auto made = options_.backend(ForwardSetup{model_->config, model_->weights, options_.block_size,
+                                              options_.num_blocks, options_.kv_dtype, pool_});
+    if (!made) {
+        started = made.error();
+        return nullptr;
+    }
+    return std::move(made).value();
 }
 
 }  // namespace kvscope

@@ -22,12 +22,13 @@
 #include <vector>
 
 #include "engine/block_pool.h"
+#include "engine/kv_block_store.h"
 #include "engine/kv_quant.h"
 #include "engine/model_config.h"
 
 namespace kvscope {
 
-class KvCacheStorage {
+class KvCacheStorage : public KvBlockStore {
   public:
     KvCacheStorage(const ModelConfig& config, int32_t block_size, int32_t num_blocks,
                    KvDtype dtype = KvDtype::kF32);
@@ -70,12 +71,13 @@ class KvCacheStorage {
     void read_lane(int layer, BlockId block, int kv_head, int count, float* k, float* v) const;
     // Compaction: one KV head's token moves to another slot (not for int4, whose keys are
     // grouped over a block).
-    void move_lane(int layer, int kv_head, BlockId from, int from_slot, BlockId to, int to_slot);
+    void move_lane(int layer, int kv_head, BlockId from, int from_slot, BlockId to,
+                   int to_slot) override;
 
-    void copy_block(BlockId src, BlockId dst);
+    void copy_block(BlockId src, BlockId dst) override;
     // One block of every layer as bytes, for swapping to host, and back.
-    void save_block(BlockId block, std::vector<uint8_t>& out) const;
-    void load_block(BlockId block, const std::vector<uint8_t>& in);
+    void save_block(BlockId block, std::vector<uint8_t>& out) const override;
+    void load_block(BlockId block, const std::vector<uint8_t>& in) override;
 
   private:
     struct Layer {

@@ -36,8 +36,9 @@ class EvalSequence {
         if (Status s = engine_.forward().run({tokens, {chunk}}, logits); !s) return s;
         computed_ += n;
         if (evictor_)
-            evicted_ += evictor_->after_step(*lanes_, table_, computed_, prompt_len_, -1,
-                                             engine_.blocks(), engine_.kv(), engine_.reporter());
+            evicted_ +=
+                evictor_->after_step(*lanes_, table_, computed_, prompt_len_, -1, engine_.blocks(),
+                                     engine_.kv_blocks(), engine_.reporter());
         peak_bytes_ = std::max(peak_bytes_, bytes_held());
         return {};
     }

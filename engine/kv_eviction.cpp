@@ -124,7 +124,7 @@ int32_t KvEvictor::budget(int32_t layer, int32_t computed) const {
 
 int64_t KvEvictor::after_step(SequenceLanes& lanes, BlockTable& table, int32_t computed,
                               int32_t prompt_len, int32_t owner, BlockManager& blocks,
-                              KvCacheStorage& storage, const Reporter& reporter) const {
+                              KvBlockStore& storage, const Reporter& reporter) const {
     if (policy_->once_after_prefill()) {
         if (lanes.compressed_after_prefill || computed < prompt_len) return 0;
         lanes.compressed_after_prefill = true;
@@ -178,7 +178,7 @@ int64_t KvEvictor::after_step(SequenceLanes& lanes, BlockTable& table, int32_t c
 }
 
 void KvEvictor::compact(SequenceLanes& lanes, BlockTable& table, int32_t owner,
-                        BlockManager& blocks, KvCacheStorage& storage,
+                        BlockManager& blocks, KvBlockStore& storage,
                         const Reporter& reporter) const {
     const int32_t bs = blocks.block_size();
     // A hole may take a token only where this sequence owns the block alone: a block given

@@ -76,7 +76,7 @@ struct SequenceLanes {
     int64_t lane_blocks_held(const BlockTable& table, int32_t block_size) const;
 };
 
-class KvCacheStorage;
+class KvBlockStore;
 
 class KvEvictor {
   public:
@@ -92,14 +92,14 @@ class KvEvictor {
     // lane. `computed` is the sequence's positions so far. Returns the tokens evicted.
     int64_t after_step(SequenceLanes& lanes, BlockTable& table, int32_t computed,
                        int32_t prompt_len, int32_t owner, BlockManager& blocks,
-                       KvCacheStorage& storage, const Reporter& reporter) const;
+                       KvBlockStore& storage, const Reporter& reporter) const;
     // The per-lane budget of `layer` for a sequence of `computed` positions.
     int32_t budget(int32_t layer, int32_t computed) const;
 
   private:
     KvEvictor() = default;
     void compact(SequenceLanes& lanes, BlockTable& table, int32_t owner, BlockManager& blocks,
-                 KvCacheStorage& storage, const Reporter& reporter) const;
+                 KvBlockStore& storage, const Reporter& reporter) const;
     EvictionOptions options_;
     std::unique_ptr<EvictionPolicy> policy_;
     int32_t n_layers_ = 0;

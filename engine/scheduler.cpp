@@ -160,8 +160,8 @@ void Scheduler::preempt(Sequence& s) {
     if (swap) {
         s.host_blocks.resize(static_cast<size_t>(blocks));
         for (int32_t i = 0; i < blocks; ++i)
-            engine_.kv().save_block(s.table.blocks[static_cast<size_t>(i)],
-                                    s.host_blocks[static_cast<size_t>(i)]);
+            engine_.kv_blocks().save_block(s.table.blocks[static_cast<size_t>(i)],
+                                           s.host_blocks[static_cast<size_t>(i)]);
         host_blocks_used_ += blocks;
         ++totals_.swaps_out;
         int32_t tokens = s.table.num_tokens;
@@ -198,8 +198,8 @@ bool Scheduler::try_swap_in(Sequence& s) {
     BlockTable t;
     if (!bm.grow(t, tokens, s.index).ok()) return false;
     for (int32_t i = 0; i < blocks; ++i)
-        engine_.kv().load_block(t.blocks[static_cast<size_t>(i)],
-                                s.host_blocks[static_cast<size_t>(i)]);
+        engine_.kv_blocks().load_block(t.blocks[static_cast<size_t>(i)],
+                                       s.host_blocks[static_cast<size_t>(i)]);
     host_blocks_used_ -= blocks;
     s.host_blocks.clear();
     s.table = std::move(t);
@@ -480,7 +480,7 @@ bool Scheduler::step() {
         if (s.lanes && s.state == SequenceState::kRunning)
             totals_.tokens_evicted +=
                 options_.evictor->after_step(*s.lanes, s.table, s.computed, s.prompt_len, s.index,
-                                             engine_.blocks(), engine_.kv(), rep);
+                                             engine_.blocks(), engine_.kv_blocks(), rep);
     }
     if (tracing && options_.evictor) trace_.add(OpKind::kEvict, -1, evict_start, {});
     schedule_s += seconds_since(t_sample) - sample_s;
