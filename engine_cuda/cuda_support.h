@@ -18,14 +18,28 @@ inline Status cuda_status(cudaError_t e, const std::string& what) {
     return Error{"CUDA: " + what + ": " + cudaGetErrorString(e) + " (" + cudaGetErrorName(e) + ")"};
 }
 
-// Device memory (cudaMalloc), freed with the object; empty until allocate().
-class DeviceMemory {
+// Device memory (cudaMalloc) and page-locked host memory (cudaMallocHost, so copies to and from
+// the device are DMA).
+struct DeviceAllocator {
+    static cudaError_t allocate(void** p, size_t bytes) { return cudaMalloc(p, bytes); }
+    static void free(void* p) { cudaFree(p); }
+    static constexpr const char* kWhere = "device memory";
+};
+struct PinnedAllocator {
+    static cudaError_t allocate(void** p, size_t bytes) { return cudaMallocHost(p, bytes); }
+    static void free(void* p) { cudaFreeHost(p); }
+    static constexpr const char* kWhere = "pinned host memory";
+};
+
+// Memory from `Allocator`, freed with the object; empty until allocate().
+template <class Allocator>
+class CudaMemory {
   public:
-    DeviceMemory() = default;
-    ~DeviceMemory() { reset(); }
-    DeviceMemory(DeviceMemory&& o) noexcept
+    CudaMemory() = default;
+    ~CudaMemory() { reset(); }
+    CudaMemory(CudaMemory&& o) noexcept
         : p_(std::exchange(o.p_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-    DeviceMemory& operator=(DeviceMemory&& o) noexcept {
+    CudaMemory& operator=(CudaMemory&& o) noexcept {
         if (this != &o) {
             reset();
             p_ = std::exchange(o.p_, nullptr);
@@ -33,20 +47,20 @@ class DeviceMemory {
         }
         return *this;
     }
-    DeviceMemory(const DeviceMemory&) = delete;
-    DeviceMemory& operator=(const DeviceMemory&) = delete;
+    CudaMemory(const CudaMemory&) = delete;
+    CudaMemory& operator=(const CudaMemory&) = delete;
 
     Status allocate(size_t bytes, const std::string& what) {
         reset();
         if (bytes == 0) return {};
-        cudaError_t e = cudaMalloc(&p_, bytes);
+        cudaError_t e = Allocator::allocate(&p_, bytes);
         if (e != cudaSuccess) {
             p_ = nullptr;
             cudaGetLastError();  // not sticky: clear it for the next call
             if (e == cudaErrorMemoryAllocation)
-                return Error{"CUDA: out of device memory for " + what + " (" +
-                             std::to_string(bytes >> 20) + " MiB)"};
-            return cuda_status(e, "allocating " + what);
+                return Error{std::string("CUDA: out of ") + Allocator::kWhere + " for " + what +
+                             " (" + std::to_string(bytes >> 20) + " MiB)"};
+            return cuda_status(e, std::string("allocating ") + Allocator::kWhere + " for " + what);
         }
         bytes_ = bytes;
         return {};
@@ -56,7 +70,7 @@ class DeviceMemory {
         return bytes <= bytes_ ? Status{} : allocate(bytes, what);
     }
     void reset() {
-        if (p_) cudaFree(p_);
+        if (p_) Allocator::free(p_);
         p_ = nullptr;
         bytes_ = 0;
     }
@@ -71,41 +85,7 @@ class DeviceMemory {
     void* p_ = nullptr;
     size_t bytes_ = 0;
 };
-
-// Page-locked host memory (cudaMallocHost), so copies to and from the device are DMA.
-class PinnedMemory {
-  public:
-    PinnedMemory() = default;
-    ~PinnedMemory() { reset(); }
-    PinnedMemory(const PinnedMemory&) = delete;
-    PinnedMemory& operator=(const PinnedMemory&) = delete;
-
-    Status reserve(size_t bytes, const std::string& what) {
-        if (bytes <= bytes_) return {};
-        reset();
-        cudaError_t e = cudaMallocHost(&p_, bytes);
-        if (e != cudaSuccess) {
-            p_ = nullptr;
-            cudaGetLastError();
-            return cuda_status(e, "allocating pinned host memory for " + what);
-        }
-        bytes_ = bytes;
-        return {};
-    }
-    void reset() {
-        if (p_) cudaFreeHost(p_);
-        p_ = nullptr;
-        bytes_ = 0;
-    }
-    template <class T>
-    T* as() const {
-        return static_cast<T*>(p_);
-    }
-    size_t bytes() const { return bytes_; }
-
-  private:
-    void* p_ = nullptr;
-    size_t bytes_ = 0;
-};
+using DeviceMemory = CudaMemory<DeviceAllocator>;
+using PinnedMemory = CudaMemory<PinnedAllocator>;
 
 }  // namespace kvscope::gpu
