@@ -28,6 +28,38 @@ std::vector<OpRecord> ops_of(const std::vector<Event>& events) {
     return ops;
 }
 
+namespace {
+std::vector<OpRecord> ops_on(const std::vector<OpRecord>& ops, bool gpu) {
+    std::vector<OpRecord> out;
+    for (const OpRecord& op : ops)
+        if ((op.lane != 0) == gpu) out.push_back(op);
+    return out;
+}
+}  // namespace
+
+std::vector<OpRecord> host_ops(const std::vector<OpRecord>& ops) {
+    return ops_on(ops, false);
+}
+
+std::vector<OpRecord> gpu_ops(const std::vector<OpRecord>& ops) {
+    return ops_on(ops, true);
+}
+
+std::vector<HbmSampleRecord> hbm_samples_of(const std::vector<Event>& events) {
+    std::vector<HbmSampleRecord> samples;
+    for (const Event& e : events) {
+        if (e.kind != EventKind::kHbmSample) continue;
+        HbmSampleRecord s;
+        s.start_ns = e.t_ns;
+        s.end_ns = std::max(e.t_ns, e.wide);
+        s.total = e.value;
+        HbmBytes split;
+        if (decode_hbm_bytes(e.payload, split)) s.read = split.read, s.written = split.written;
+        samples.push_back(s);
+    }
+    return samples;
+}
+
 std::map<int32_t, std::pair<int64_t, int64_t>> layer_spans(const std::vector<OpRecord>& ops) {
     std::map<int32_t, std::pair<int64_t, int64_t>> layers;
     for (const OpRecord& op : ops) {
@@ -73,12 +105,15 @@ nlohmann::json step_ops_json(const std::vector<Event>& step_events, const RunInf
                         {"start_ns", op.start_ns},
                         {"end_ns", op.end_ns},
                         {"threads", op.threads},
+                        {"lane", op.lane},
                         {"bytes", op.cost.bytes()},
                         {"split", split(op.cost)},
                         {"flops", op.cost.flops}});
     json roofline = json::array();
     const double limit = info.bandwidth_limit_gbps();
-    for (const OpKindTotals& t : totals_by_kind(ops))
+    // The roofline is the host's: a GPU's kernels carry no modelled bytes (their time and the
+    // DRAM bytes sampled over it are listed on their own).
+    for (const OpKindTotals& t : totals_by_kind(host_ops(ops)))
         roofline.push_back({{"name", t.name},
                             {"count", t.count},
                             {"seconds", static_cast<double>(t.ns) * 1e-9},
@@ -88,8 +123,16 @@ nlohmann::json step_ops_json(const std::vector<Event>& step_events, const RunInf
                             {"gbps", t.gbps()},
                             {"gflops", t.gflops()},
                             {"fraction_of_limit", limit > 0 ? t.gbps() / limit : 0.0}});
+    json samples = json::array();
+    for (const HbmSampleRecord& h : hbm_samples_of(step_events))
+        samples.push_back({{"start_ns", h.start_ns},
+                           {"end_ns", h.end_ns},
+                           {"read_bytes", h.read},
+                           {"written_bytes", h.written},
+                           {"gbps", h.gbps()}});
     const double ops_s = static_cast<double>(sum.ops_ns) * 1e-9;
     return {{"ops", std::move(jops)},
+            {"hbm_samples", std::move(samples)},
             {"bytes_moved", sum.bytes_moved()},
             {"bytes", split(sum.moved())},
             {"step_seconds", sum.step_seconds},

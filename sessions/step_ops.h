@@ -18,7 +18,7 @@ struct OpRecord {
     std::string name;
     int32_t layer = -1;    // -1: not one layer's
     int32_t threads = 0;   // CPU threads the op ran on
-    int32_t lane = 0;      // 0: the host; GPU streams later
+    int32_t lane = 0;      // 0: the host; otherwise the GPU stream it ran on
     int64_t start_ns = 0;  // host clock
     int64_t end_ns = 0;
     KernelCost cost;
@@ -31,6 +31,21 @@ struct OpRecord {
 
 // The kernel events among `events`, in the order they were reported.
 std::vector<OpRecord> ops_of(const std::vector<Event>& events);
+// Of `ops`, those that ran on the host (lane 0) or on a GPU (any other lane: a stream).
+std::vector<OpRecord> host_ops(const std::vector<OpRecord>& ops);
+std::vector<OpRecord> gpu_ops(const std::vector<OpRecord>& ops);
+
+// One hbm_sample event: the DRAM bytes a GPU read and wrote between two host-clock times.
+struct HbmSampleRecord {
+    int64_t start_ns = 0, end_ns = 0;
+    int64_t read = 0, written = 0;  // both 0 when the split did not decode
+    double total = 0;               // the event's value: read + written
+    double gbps() const {
+        return end_ns > start_ns ? total / static_cast<double>(end_ns - start_ns) : 0.0;
+    }
+};
+// The hbm_sample events among `events`, in the order they were reported.
+std::vector<HbmSampleRecord> hbm_samples_of(const std::vector<Event>& events);
 
 struct OpKindTotals {
     std::string name;

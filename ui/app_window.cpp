@@ -304,7 +304,9 @@ std::string window_report(UiContext& ctx, int w, int h) {
       << ", \"widest\": " << quoted(k.widest) << ", \"widest_x0\": " << k.widest_x0
       << ", \"widest_x1\": " << k.widest_x1 << ", \"widest_y0\": " << k.widest_y0
       << ", \"widest_y1\": " << k.widest_y1 << ", \"widest_color\": " << k.widest_color
-      << ", \"roofline_points\": " << k.roofline_points << "}";
+      << ", \"roofline_points\": " << k.roofline_points << ", \"gpu_kernels\": " << k.gpu_kernels
+      << ", \"gpu_streams\": " << k.gpu_streams << ", \"hbm_samples\": " << k.hbm_samples
+      << ", \"hbm_peak_gbps\": " << k.hbm_peak_gbps << "}";
     const auto& dep = ctx.drawn_deployment;
     auto ints = [](const std::vector<int32_t>& v) {
         std::string out = "[";

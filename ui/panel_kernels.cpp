@@ -1,6 +1,7 @@
 // Kernels: the selected step's ops on a time axis, as a profiler draws them. One lane per
 // thread or stream (the CPU backend's ops fork and join over its pool, so one host lane whose
-// label says how many threads each op ran on): a row of layers above the row of ops. Wheel to
+// label says how many threads each op ran on): a row of layers above the row of ops, then a row
+// per GPU stream when a GPU's kernels were traced, and the GPU's sampled DRAM bandwidth. Wheel to
 // zoom at the mouse, drag to pan, double-click for the whole step; hover an op for its time,
 // bytes, bandwidth and share of the machine's limit. Under it, the step's bytes split and the
 // roofline per op kind (time, bytes, arithmetic intensity, GB/s, GFLOP/s).
@@ -29,7 +30,9 @@ uint32_t op_color(const std::string& name) {
         {"attn_norm", 0xff8a8a8a}, {"ffn_norm", 0xff8a8a8a}, {"output_norm", 0xff8a8a8a},
         {"embed", 0xff707070},     {"schedule", 0xffa779cc}, {"sample", 0xffcc79a7},
         {"evict", 0xff6060c0}};
-    auto it = kColors.find(name);
+    // A GPU kernel ("op|kernel") takes its op's colour.
+    const GpuKernelText gpu = split_gpu_kernel_text(name);
+    auto it = kColors.find(gpu.op.empty() ? name : std::string(gpu.op));
     return it != kColors.end() ? it->second : 0xff5ab4e6;
 }
 
@@ -48,6 +51,12 @@ void op_tooltip(const OpRecord& op, double limit) {
     ImGui::BeginTooltip();
     ImGui::Text("%s%s", op.name.c_str(),
                 op.layer >= 0 ? (", layer " + std::to_string(op.layer)).c_str() : "");
+    if (op.lane != 0) {
+        ImGui::Text("%s on GPU stream %d, %d threads launched",
+                    duration_text(op.end_ns - op.start_ns).c_str(), op.lane, op.threads);
+        ImGui::EndTooltip();
+        return;
+    }
     ImGui::Text("%s on %d thread%s", duration_text(op.end_ns - op.start_ns).c_str(), op.threads,
                 op.threads == 1 ? "" : "s");
     if (op.cost_known) {
@@ -179,10 +188,12 @@ void draw_kernels_panel(UiContext& ctx) {
         return;
     }
     ViewState& v = ctx.view;
-    const std::vector<OpRecord>& ops = ctx.step_ops();
+    const std::vector<OpRecord>& all_ops = ctx.step_ops();
+    const std::vector<HbmSampleRecord>& hbm = ctx.step_hbm_samples();
+    const std::vector<OpRecord> ops = host_ops(all_ops), gpu = gpu_ops(all_ops);
     const StepSummary* sum = ctx.step_summary();
     const double limit = ctx.session->info().bandwidth_limit_gbps();
-    if (ops.empty()) {
+    if (all_ops.empty() && hbm.empty()) {
         text_disabled_wrapped("Step " + std::to_string(v.cursor) +
                               ": no ops recorded (an idle step, or a recording made before "
                               "kvscope recorded op spans).");
@@ -192,13 +203,22 @@ void draw_kernels_panel(UiContext& ctx) {
     if (sum) draw_step_bytes(*sum, limit);
 
     // Time axis over the step's ops, zoomed and panned.
-    int64_t t0 = ops.front().start_ns, t1 = ops.front().end_ns;
+    int64_t t0 = INT64_MAX, t1 = INT64_MIN;
+    for (const OpRecord& op : all_ops)
+        t0 = std::min(t0, op.start_ns), t1 = std::max(t1, op.end_ns);
+    for (const HbmSampleRecord& h : hbm)
+        t0 = std::min(t0, h.start_ns), t1 = std::max(t1, h.end_ns);
     int32_t threads = 0;
-    for (const OpRecord& op : ops) {
-        t0 = std::min(t0, op.start_ns);
-        t1 = std::max(t1, op.end_ns);
+    for (const OpRecord& op : ops)
         threads = std::max(threads, op.threads);
-    }
+    std::vector<int32_t> streams;  // the GPU lanes, in order
+    for (const OpRecord& op : gpu)
+        if (std::find(streams.begin(), streams.end(), op.lane) == streams.end())
+            streams.push_back(op.lane);
+    std::sort(streams.begin(), streams.end());
+    double peak_gbps = 0;
+    for (const HbmSampleRecord& h : hbm)
+        peak_gbps = std::max(peak_gbps, h.gbps());
     const double span = static_cast<double>(std::max<int64_t>(t1 - t0, 1));
     v.kern_zoom = std::clamp(v.kern_zoom, 1.0f, 10000.0f);
     v.kern_pan = std::clamp(v.kern_pan, 0.0f, 1.0f - 1.0f / v.kern_zoom);
@@ -210,7 +230,9 @@ void draw_kernels_panel(UiContext& ctx) {
     const float row_h = line + 6 * fs;
     ImVec2 origin = ImGui::GetCursorScreenPos();
     const float w = std::max(60.0f, ImGui::GetContentRegionAvail().x - label_w);
-    const float axis_h = line + 4 * fs, h = axis_h + 2 * row_h + 2;
+    const float bandwidth_h = hbm.empty() ? 0.0f : 2 * row_h;
+    const float axis_h = line + 4 * fs,
+                h = axis_h + static_cast<float>(2 + streams.size()) * row_h + bandwidth_h + 2;
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const ImVec2 c0(origin.x + label_w, origin.y), c1(c0.x + w, c0.y + h);
     ImGui::InvisibleButton("##kernels", ImVec2(label_w + w, h));
@@ -272,7 +294,7 @@ void draw_kernels_panel(UiContext& ctx) {
             break;
         }
     };
-    for (const auto& [layer, s] : layer_spans(ops))
+    for (const auto& [layer, s] : layer_spans(ops.empty() ? gpu : ops))
         box(x_of(s.first), x_of(s.second), layer_y, (layer % 2) ? 0xff5a5a5a : 0xff6e6e6e,
             "layer " + std::to_string(layer), std::to_string(layer));
     const OpRecord* under = nullptr;
@@ -286,16 +308,65 @@ void draw_kernels_panel(UiContext& ctx) {
             mouse.x < std::max(x1, x0 + 1))
             under = &op;
     }
+    // A row per GPU stream: the kernels it ran, coloured by the op that launched them.
+    for (size_t i = 0; i < streams.size(); ++i) {
+        const float y = op_y + static_cast<float>(i + 1) * row_h;
+        for (const OpRecord& op : gpu) {
+            if (op.lane != streams[i]) continue;
+            const float x0 = x_of(op.start_ns), x1 = x_of(op.end_ns);
+            const GpuKernelText name = split_gpu_kernel_text(op.name);
+            box(x0, x1, y, op_color(op.name), std::string(name.kernel), std::string(name.op));
+            if (hovered && mouse.y >= y && mouse.y < y + row_h && mouse.x >= x0 &&
+                mouse.x < std::max(x1, x0 + 1))
+                under = &op;
+        }
+    }
+    // The GPU's DRAM bandwidth as its samples measured it: one bar per sample, scaled to the
+    // step's highest.
+    const float bw_y = op_y + static_cast<float>(1 + streams.size()) * row_h;
+    const HbmSampleRecord* under_sample = nullptr;
+    for (const HbmSampleRecord& hs : hbm) {
+        const float x0 = x_of(hs.start_ns), x1 = std::max(x_of(hs.end_ns), x0 + 1.0f);
+        const float frac = peak_gbps > 0 ? static_cast<float>(hs.gbps() / peak_gbps) : 0.0f;
+        dl->AddRectFilled(ImVec2(x0, bw_y + bandwidth_h * (1 - frac)),
+                          ImVec2(x1, bw_y + bandwidth_h), 0xff3fb0e0);
+        if (hovered && mouse.y >= bw_y && mouse.y < bw_y + bandwidth_h && mouse.x >= x0 &&
+            mouse.x < x1)
+            under_sample = &hs;
+    }
     dl->PopClipRect();
     dl->AddText(ImVec2(origin.x, layer_y + (row_h - line) * 0.5f), 0xffd0d0d0, "host lane");
     char lane[48];
     std::snprintf(lane, sizeof lane, "%d thread%s", threads, threads == 1 ? "" : "s");
     dl->AddText(ImVec2(origin.x, op_y + (row_h - line) * 0.5f), 0xff909090, lane);
+    for (size_t i = 0; i < streams.size(); ++i) {
+        std::snprintf(lane, sizeof lane, "GPU stream %d", streams[i]);
+        dl->AddText(
+            ImVec2(origin.x, op_y + static_cast<float>(i + 1) * row_h + (row_h - line) * 0.5f),
+            0xff909090, lane);
+    }
+    if (!hbm.empty()) {
+        std::snprintf(lane, sizeof lane, "DRAM %.0f GB/s", peak_gbps);
+        dl->AddText(ImVec2(origin.x, bw_y + (bandwidth_h - line) * 0.5f), 0xff909090, lane);
+    }
     if (under) op_tooltip(*under, limit);
+    if (under_sample) {
+        ImGui::BeginTooltip();
+        ImGui::Text("DRAM %.1f GB/s over %s (sampled)", under_sample->gbps(),
+                    duration_text(under_sample->end_ns - under_sample->start_ns).c_str());
+        ImGui::Text("read %s, written %s",
+                    byte_size_text(static_cast<double>(under_sample->read)).c_str(),
+                    byte_size_text(static_cast<double>(under_sample->written)).c_str());
+        ImGui::EndTooltip();
+    }
 
     auto& g = ctx.drawn_kernels;
     g.step = v.cursor;
     g.ops = static_cast<int>(ops.size());
+    g.gpu_kernels = static_cast<int>(gpu.size());
+    g.gpu_streams = static_cast<int>(streams.size());
+    g.hbm_samples = static_cast<int>(hbm.size());
+    g.hbm_peak_gbps = peak_gbps;
     g.x = c0.x, g.y = c0.y, g.w = w, g.h = h;
     if (widest) {
         g.widest = widest->name;

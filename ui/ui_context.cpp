@@ -240,15 +240,23 @@ const std::vector<OpRecord>& UiContext::step_ops(Side side) {
         (unwritten && last != std::get<2>(c.ops_key))) {
         c.ops_key = {run, at, last};
         c.ops.clear();
+        c.hbm.clear();
         if (run && at >= 0 && at <= run->last_step()) {
-            auto events = run->events(at, at, {EventKind::kKernel});
-            if (events)
+            auto events = run->events(at, at, {EventKind::kKernel, EventKind::kHbmSample});
+            if (events) {
                 c.ops = ops_of(*events);
-            else
+                c.hbm = hbm_samples_of(*events);
+            } else {
                 view.message = events.error().message;
+            }
         }
     }
     return c.ops;
+}
+
+const std::vector<HbmSampleRecord>& UiContext::step_hbm_samples(Side side) {
+    step_ops(side);
+    return runs_[static_cast<int>(side)].hbm;
 }
 
 const std::vector<Event>& UiContext::eviction_log(Side side) {

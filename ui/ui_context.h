@@ -136,6 +136,8 @@ class UiContext {
         float widest_x0 = 0, widest_x1 = 0, widest_y0 = 0, widest_y1 = 0;
         uint32_t widest_color = 0;
         int roofline_points = 0;  // op kinds placed on the roofline chart (when it is shown)
+        int gpu_kernels = 0, gpu_streams = 0, hbm_samples = 0;  // a GPU's rows, when traced
+        double hbm_peak_gbps = 0;
     } drawn_kernels;
 
     // An attached deployment (RunInfo::publishers not empty: `kvscope attach`), whose blocks the
@@ -176,8 +178,10 @@ class UiContext {
 
     // The step summary at `side`'s cursor, or null when that step has no row (an idle gap).
     const StepSummary* step_summary(Side side = Side::kMain) const;
-    // The ops (kernel events) of `side`'s step at its cursor, read once per step.
+    // The ops (kernel events: the host's and a GPU's) of `side`'s step at its cursor, read once
+    // per step, and the GPU's DRAM samples (hbm_sample events) read with them.
     const std::vector<OpRecord>& step_ops(Side side = Side::kMain);
+    const std::vector<HbmSampleRecord>& step_hbm_samples(Side side = Side::kMain);
 
     // Of `side`'s run (request indices are that run's):
     // Eviction and preemption log of the whole run (token evictions and compaction moves
@@ -241,6 +245,7 @@ class UiContext {
         // run's cursor ahead of the recorder) is read again once the run has grown, not per frame.
         std::tuple<SessionReader*, int64_t, int64_t> ops_key{nullptr, -1, -2};
         std::vector<OpRecord> ops;
+        std::vector<HbmSampleRecord> hbm;
     } runs_[2];
 };
 

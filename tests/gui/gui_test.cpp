@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "gpu_run.h"
 #include "sessions/recorder.h"
 #include "sessions/session_reader.h"
 #include "sessions/step_ops.h"
@@ -646,6 +647,44 @@ namespace {
 
 // A real recording's step in the Kernels panel: every op of the step is drawn, the widest op's
 // box is on screen in its colour, and the block pool and timeline show the same step's bytes.
+// A session with a GPU's work in it (tests/gpu_run.h: a host op, kernels on two streams, DRAM
+// samples): the Kernels panel keeps the host lane's ops and threads to the host, draws a row
+// per stream and the sampled bandwidth, and its tooltips and colours come from the ops that
+// launched the kernels.
+TEST_F(Gui, KernelsPanelDrawsAGpusStreamsAndSampledBandwidth) {
+    if (!std::getenv("DISPLAY")) GTEST_SKIP() << "no X display";
+    const test::GpuRun run = test::record_gpu_run();
+    ASSERT_FALSE(run.path.empty());
+    std::string script = dir_ + "/gpu.txt";
+    test::write_file(script, "seek 1\nwait 2\nscreenshot " + dir_ + "/gpu.png\ndump " + dir_ +
+                                 "/gpu.json\nquit\n");
+    auto r =
+        kvscope({"replay", run.path, "--script", script, "--width", "1600", "--height", "900"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto k = nlohmann::json::parse(test::read_file(dir_ + "/gpu.json"))["kernels"];
+    EXPECT_EQ(k["step"].get<int64_t>(), 1);
+    EXPECT_EQ(k["ops"].get<int>(), 1) << "the host lane's one op";
+    EXPECT_EQ(k["widest"].get<std::string>(), "qkv");
+    EXPECT_EQ(k["gpu_kernels"].get<int>(), 3) << "two kernels and a copy";
+    EXPECT_EQ(k["gpu_streams"].get<int>(), 2);
+    EXPECT_EQ(k["hbm_samples"].get<int>(), 4);
+    // The busiest sample: 4000 bytes over 1000 ns.
+    EXPECT_NEAR(k["hbm_peak_gbps"].get<double>(), 4.0, 1e-9);
+    // The canvas grew by the two stream rows and the bandwidth track.
+    Image im = load_png(dir_ + "/gpu.png");
+    ASSERT_GT(im.w, 0);
+    int bandwidth_pixels = 0;  // the bars' colour (ABGR) inside the canvas
+    const int x0 = static_cast<int>(k["x"].get<double>()),
+              y0 = static_cast<int>(k["y"].get<double>());
+    const int y1 = std::min(im.h, y0 + static_cast<int>(k["h"].get<double>())),
+              x1 = std::min(im.w, x0 + static_cast<int>(k["w"].get<double>()));
+    for (int y = std::max(0, y0); y < y1; ++y)
+        for (int x = std::max(0, x0); x < x1; ++x)
+            bandwidth_pixels += im.at(x, y) == 0xff3fb0e0u;
+    // The samples span 5 us of a 5 ms step: bars a pixel or two wide.
+    EXPECT_GT(bandwidth_pixels, 10) << "the sampled bandwidth is drawn";
+}
+
 TEST_F(Gui, KernelsPanelDrawsTheOpsOfTheSelectedStep) {
     if (!std::getenv("DISPLAY")) GTEST_SKIP() << "no X display";
     std::string path = dir_ + "/ops.kvs";
