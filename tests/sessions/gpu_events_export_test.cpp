@@ -15,6 +15,7 @@
 #include "sessions/recorder.h"
 #include "sessions/session_check.h"
 #include "sessions/session_reader.h"
+#include "sessions/step_ops.h"
 #include "test_support.h"
 
 namespace kvscope {
@@ -136,6 +137,32 @@ TEST(GpuEventsInSessions, PerfettoShowsTheGpuStreamsAndItsDramBandwidth) {
                                                  {t1 + 5000, 0.5},
                                                  {t1 + 6000, 0}}));
     EXPECT_EQ(counters["hbm_write_GBps"].size(), 8u);
+}
+
+// What `inspect --step N --json` says of a step with a GPU's work: every op with its lane, the
+// roofline of the host's ops only (a GPU's kernels carry no modelled bytes), and the DRAM
+// samples with their split and bandwidth.
+TEST(GpuEventsInSessions, InspectListsLanesAndSamplesAndKeepsTheRooflineToTheHost) {
+    const GpuRun run = record_gpu_run();
+    auto reader = SessionReader::open(run.path);
+    ASSERT_TRUE(reader.ok()) << reader.error().message;
+    auto events = (*reader)->events(1, 1);
+    ASSERT_TRUE(events.ok());
+    const nlohmann::json j = step_ops_json(*events, (*reader)->info());
+    std::set<int64_t> lanes;
+    for (const auto& op : j["ops"])
+        lanes.insert(op["lane"].get<int64_t>());
+    EXPECT_EQ(j["ops"].size(), 4u);
+    EXPECT_EQ(lanes, (std::set<int64_t>{0, 8, 14}));
+    ASSERT_EQ(j["roofline"].size(), 1u);
+    EXPECT_EQ(j["roofline"][0]["name"], "qkv");
+    EXPECT_EQ(j["roofline"][0]["count"], 1);
+    const auto& samples = j["hbm_samples"];
+    ASSERT_EQ(samples.size(), 4u);
+    EXPECT_EQ(samples[0]["read_bytes"], 3000);
+    EXPECT_EQ(samples[0]["written_bytes"], 1000);
+    EXPECT_DOUBLE_EQ(samples[0]["gbps"].get<double>(), 4.0);
+    EXPECT_DOUBLE_EQ(samples[2]["gbps"].get<double>(), 0.0) << "a sample of no length";
 }
 
 }  // namespace
