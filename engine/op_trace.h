@@ -47,6 +47,9 @@ struct OpSpan {
 struct OpTrace {
     int32_t threads = 1;
     std::vector<OpSpan> spans;
+    // A GPU backend's own record of the step: its kernels, copies and DRAM samples as `kernel`
+    // and `hbm_sample` events (probes/gpu_probes.h), already attributed to their ops.
+    std::vector<Event> device_events;
     void add(OpKind kind, int32_t layer, int64_t start_ns, const KernelCost& cost) {
         spans.push_back({kind, layer, start_ns, host_now_ns(), cost});
     }

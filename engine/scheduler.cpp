@@ -399,6 +399,7 @@ bool Scheduler::step() {
     auto t_schedule = clock::now();
     const bool tracing = rep.on() && options_.trace_ops;
     trace_.spans.clear();
+    trace_.device_events.clear();
     trace_.threads = engine_.threads().num_threads();
     const int64_t schedule_start = tracing ? host_now_ns() : 0;
     admit_arrivals();
@@ -534,6 +535,9 @@ void Scheduler::report_ops() {
         e.text = std::string(op_name(span.kind));
         e.cost = span.cost;
     }
+    for (Event& e : trace_.device_events)
+        events.push_back(std::move(e));
+    trace_.device_events.clear();
     rep.emit_all(events);
 }
 

@@ -4,12 +4,14 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "engine/kv_eviction.h"
+#include "engine/op_trace.h"
 #include "engine_cuda/cublas_loader.h"
 #include "engine_cuda/cuda_support.h"
 #include "engine_cuda/device_kv_cache.h"
@@ -19,6 +21,7 @@
 #include "kernels/paged_attention.h"
 #include "kernels/paged_kv.h"
 #include "kernels/split_gemm.h"
+#include "probes/gpu_probes.h"
 
 namespace kvscope {
 
@@ -69,8 +72,9 @@ class CudaForward final : public Forward {
     const char* backend_name() const override { return "cuda"; }
     Status run(const ForwardBatch& batch, std::vector<float>& logits) override;
     void set_capture(AttentionCapture* capture) override { capture_ = capture; }
-    // Op spans time host work; the device's kernels are to be reported from CUPTI instead.
-    void set_trace(OpTrace*) override {}
+    // No host op spans (the layers only enqueue work); with GPU probes, the device's own record
+    // of each op goes into the trace's device events.
+    void set_trace(OpTrace* trace) override { trace_ = trace; }
     // Zero: the layers run asynchronously, so host clocks around them would measure enqueueing.
     const ForwardPhaseTimes& last_phase_times() const override { return times_; }
     KvBlockStore& kv_blocks() override { return cache_; }
@@ -106,6 +110,10 @@ class CudaForward final : public Forward {
     DeviceKvCache cache_;
     DeviceMemory inv_freq_;
     AttentionCapture* capture_ = nullptr;
+    OpTrace* trace_ = nullptr;
+    GpuProbes* probes_ = nullptr;
+    std::array<int32_t, kNumOpKinds> op_ids_{};  // probes_->op(op_name(kind))
+    int64_t passes_ = 0;  // forward passes run: the scope "step" GPU records are matched by
     ForwardPhaseTimes times_;
 
     // Scratch, grown to the largest step so far.
@@ -130,6 +138,10 @@ Status CudaForward::init(const ForwardSetup& setup, const CudaForwardOptions& op
                      " does not exist (" + std::to_string(count) + " found)"};
     device_ = options.device;
     if (Status s = check(cudaSetDevice(device_), "selecting the device"); !s) return s;
+    probes_ = options.probes;
+    if (probes_)
+        for (int k = 0; k < kNumOpKinds; ++k)
+            op_ids_[static_cast<size_t>(k)] = probes_->op(op_name(static_cast<OpKind>(k)));
 
     // What the kernels take (kernels/paged_attention.h): 16-byte rows of K/V elements.
     const int multiple = setup.kv_dtype == KvDtype::kF32 ? 4 : 8;
@@ -271,6 +283,13 @@ Status CudaForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
     logits.clear();
     if (n == 0) return {};
     if (Status s = check(cudaSetDevice(device_), "selecting the device"); !s) return s;
+    // With probes and a trace, each launch below is attributed to the op entered last.
+    const bool traced = trace_ && probes_;
+    const int64_t pass = passes_++;
+    GpuOpSequence ops(traced ? probes_->correlation() : nullptr, pass);
+    auto enter = [&](OpKind kind, int layer) {
+        ops.enter(op_ids_[static_cast<size_t>(kind)], layer);
+    };
 
     // [SECTION] The step's rows and tables, as CpuForward::run lays them out.
     std::vector<int32_t> row_pos(static_cast<size_t>(n)), row_slot(row_pos.size()),
@@ -381,6 +400,7 @@ Status CudaForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
 
     if (Status s = reserve_scratch(n, n_out, num_items * static_cast<size_t>(max_kv)); !s) return s;
     if (Status s = meta_.reserve(meta_bytes, "a forward pass's tables"); !s) return s;
+    enter(OpKind::kEmbed, -1);
     if (Status s =
             check(cudaMemcpyAsync(x_.get(), x_host, x_bytes, cudaMemcpyHostToDevice, stream_),
                   "uploading embeddings");
@@ -427,10 +447,12 @@ Status CudaForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
     for (int l = 0; l < c.n_layers; ++l) {
         const DeviceLayer& w = weights_.layers[static_cast<size_t>(l)];
         const kernels::PagedKvCache cache = cache_.layer(l);
+        enter(OpKind::kAttnNorm, l);
         if (Status s = check(kernels::rmsnorm(xb, x, w.attn_norm, n, c.dim, c.rms_eps, stream_),
                              "RMSNorm");
             !s)
             return s;
+        enter(OpKind::kQkv, l);
         if (Status s = project(w.qkv, xb, n,
                                {{q_.as<float>(), c.q_dim(), false},
                                 {k_.as<float>(), c.kv_dim(), false},
@@ -438,18 +460,21 @@ Status CudaForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
                                w.qkv_bias, nullptr);
             !s)
             return s;
+        enter(OpKind::kRope, l);
         if (Status s = check(
                 kernels::rope(q_.as<float>(), k_.as<float>(), dev + m.pos, inv_freq_.as<float>(), n,
                               c.n_heads, n_kv, c.head_dim, rope_layout, stream_),
                 "RoPE");
             !s)
             return s;
+        enter(OpKind::kKvWrite, l);
         if (Status s =
                 check(kernels::write_paged_kv(cache, attn.tables, k_.as<float>(), v_.as<float>(),
                                               dev + m.seq, dev + m.slot, n, stream_),
                       "writing K/V");
             !s)
             return s;
+        enter(OpKind::kAttention, l);
         attn.cache = cache;
         attn.slot_pos = any_lanes ? dev + m.slot_pos + slot_pos_layer * l : nullptr;
         if (Status s = check(decode ? kernels::paged_attention_decode(attn, stream_)
@@ -477,23 +502,28 @@ Status CudaForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
                 !s)
                 return s;
         }
+        enter(OpKind::kAttnOutput, l);
         if (Status s = project(w.wo, att_.as<float>(), n, {{x, c.dim, true}}, nullptr, nullptr); !s)
             return s;
+        enter(OpKind::kFfnNorm, l);
         if (Status s =
                 check(kernels::rmsnorm(xb, x, w.ffn_norm, n, c.dim, c.rms_eps, stream_), "RMSNorm");
             !s)
             return s;
+        enter(OpKind::kFfnGateUp, l);
         if (Status s = project(
                 w.gate_up, xb, n,
                 {{hb_.as<float>(), c.hidden_dim, false}, {hb2_.as<float>(), c.hidden_dim, false}},
                 nullptr, nullptr);
             !s)
             return s;
+        enter(OpKind::kSwiglu, l);
         if (Status s = check(kernels::swiglu(hb_.as<float>(), hb_.as<float>(), hb2_.as<float>(),
                                              static_cast<int64_t>(n) * c.hidden_dim, stream_),
                              "SwiGLU");
             !s)
             return s;
+        enter(OpKind::kFfnDown, l);
         if (Status s = project(w.down, hb_.as<float>(), n, {{x, c.dim, true}}, nullptr, flags + l);
             !s)
             return s;
@@ -501,6 +531,7 @@ Status CudaForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
 
     // [SECTION] The classifier, for the rows whose logits are wanted.
     if (n_out > 0) {
+        enter(OpKind::kOutputNorm, -1);
         if (Status s = check(kernels::gather_rows(xb, x, dev + m.out_rows, n_out, c.dim, stream_),
                              "gathering rows");
             !s)
@@ -510,6 +541,7 @@ Status CudaForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
                 "RMSNorm");
             !s)
             return s;
+        enter(OpKind::kLmHead, -1);
         if (Status s =
                 project(weights_.output, xb, n_out, {{logits_.as<float>(), c.vocab_size, false}},
                         nullptr, flags + c.n_layers);
@@ -541,6 +573,7 @@ Status CudaForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
             !s)
             return s;
     if (Status s = check(cudaStreamSynchronize(stream_), "running the forward pass"); !s) return s;
+    if (traced) probes_->collect(pass, trace_->device_events);
 
     if (Status s =
             first_failure(reinterpret_cast<const unsigned long long*>(out + flag_at), row_pos);

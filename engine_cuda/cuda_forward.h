@@ -20,8 +20,9 @@
 // copy-on-write, swapping, capture of attention probabilities for chosen heads. Refused in one
 // line: int8/int4 KV, eviction policies that score by attention or key norms (h2o, snapkv,
 // tova, knorm: the kernels do not gather those statistics yet), head sizes the attention
-// kernels do not take. Not done: CUDA graphs for decode steps, op spans for `kernel` events (a
-// GPU's kernels are to come from CUPTI), per-phase times.
+// kernels do not take. With GPU probes (CudaForwardOptions::probes) and an op trace, every launch
+// is attributed to its op and layer and the step's kernels, copies and DRAM samples go into the
+// trace's device events. Not done: CUDA graphs for decode steps, per-phase times.
 
 #include <cstdint>
 #include <memory>
@@ -37,9 +38,13 @@ enum class CudaWeightType {
     kF16,
 };
 
+class GpuProbes;
+
 struct CudaForwardOptions {
     int device = 0;
     CudaWeightType weights = CudaWeightType::kAuto;
+    // Started by the caller (probes/gpu_probes.h) and outliving the backend; null: none.
+    GpuProbes* probes = nullptr;
 };
 
 // Bytes of device memory the backend holds for `weights` (matrices in 16 bits, the classifier

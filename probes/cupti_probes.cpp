@@ -11,7 +11,9 @@
 
 namespace kvscope {
 
-struct GpuProbes::Impl {
+namespace {
+
+struct ProbeState {
     GpuProbeOptions options;
     GpuOpNames ops;
     GpuCorrelator events{&ops};
@@ -40,85 +42,74 @@ struct GpuProbes::Impl {
     }
 };
 
-// Builds a GpuProbes (its constructor is private: only start_gpu_probes makes one).
-struct GpuProbeStarter {
-    static std::unique_ptr<GpuProbes> make(std::unique_ptr<GpuProbes::Impl> impl) {
-        return std::unique_ptr<GpuProbes>(new GpuProbes(std::move(impl)));
+// The CUPTI probes: the activity tracer and the PM sampler, started together.
+class CuptiProbes final : public GpuProbes {
+  public:
+    explicit CuptiProbes(std::unique_ptr<ProbeState> state) : impl_(std::move(state)) {}
+    ~CuptiProbes() override {
+        std::vector<Event> dropped;
+        stop(dropped);
     }
+
+    int32_t op(std::string_view name) override { return impl_->ops.id(name); }
+    GpuCorrelation* correlation() override { return impl_->activity.get(); }
+    bool tracing() const override { return impl_->activity != nullptr; }
+    bool sampling() const override { return impl_->sampler != nullptr; }
+
+    void collect(int64_t step, std::vector<Event>& out) override {
+        ProbeState& m = *impl_;
+        if (m.stopped) return;
+        if (m.activity) {
+            m.events.set_activity_clock(m.activity->measure_clock());
+            (void)m.activity->flush();
+        }
+        if (m.sampler &&
+            host_now_ns() - m.timer_measured_ns > int64_t{m.options.clock_refresh_ms} * 1'000'000)
+            m.measure_timer();
+        m.events.take(step, out);
+    }
+
+    void stop(std::vector<Event>& out) override {
+        ProbeState& m = *impl_;
+        if (m.stopped) return;
+        m.stopped = true;
+        // The trace first: giving the PM sampler back releases CUPTI's profiler, which must not
+        // happen under a tracer still flushing.
+        if (m.activity) {
+            m.events.set_activity_clock(m.activity->measure_clock());
+            (void)m.activity->stop();
+        }
+        if (m.sampler) m.sampler->stop();
+        m.events.take_all(out);
+    }
+
+    GpuEventCounts counts() const override { return impl_->events.counts(); }
+
+    std::vector<std::string> problems() const override {
+        std::vector<std::string> lines;
+        const ProbeState& m = *impl_;
+        if (m.activity && m.activity->dropped() > 0)
+            lines.push_back("CUPTI dropped " + std::to_string(m.activity->dropped()) +
+                            " activity records (its buffers were full)");
+        if (m.sampler) {
+            if (std::string p = m.sampler->problem(); !p.empty())
+                lines.push_back("HBM sampling stopped: " + p);
+            if (uint64_t n = m.sampler->overflows(); n > 0)
+                lines.push_back("HBM sampling: the hardware buffer overflowed " +
+                                std::to_string(n) +
+                                " times (samples lost; a shorter drain interval or a larger buffer "
+                                "keeps up)");
+        }
+        if (!m.timer_problem.empty())
+            lines.push_back("HBM samples' times may be off: " + m.timer_problem);
+        return lines;
+    }
+
+  private:
+    std::unique_ptr<ProbeState> impl_;
 };
 
-GpuProbes::GpuProbes(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-
-GpuProbes::~GpuProbes() {
-    std::vector<Event> dropped;
-    stop(dropped);
-}
-
-int32_t GpuProbes::op(std::string_view name) {
-    return impl_->ops.id(name);
-}
-
-GpuCorrelation* GpuProbes::correlation() {
-    return impl_->activity.get();
-}
-
-bool GpuProbes::tracing() const {
-    return impl_->activity != nullptr;
-}
-
-bool GpuProbes::sampling() const {
-    return impl_->sampler != nullptr;
-}
-
-void GpuProbes::collect(int64_t step, std::vector<Event>& out) {
-    Impl& m = *impl_;
-    if (m.stopped) return;
-    if (m.activity) {
-        m.events.set_activity_clock(m.activity->measure_clock());
-        (void)m.activity->flush();
-    }
-    if (m.sampler &&
-        host_now_ns() - m.timer_measured_ns > int64_t{m.options.clock_refresh_ms} * 1'000'000)
-        m.measure_timer();
-    m.events.take(step, out);
-}
-
-void GpuProbes::stop(std::vector<Event>& out) {
-    Impl& m = *impl_;
-    if (m.stopped) return;
-    m.stopped = true;
-    // The trace first: giving the PM sampler back releases CUPTI's profiler, which must not
-    // happen under a tracer still flushing.
-    if (m.activity) {
-        m.events.set_activity_clock(m.activity->measure_clock());
-        (void)m.activity->stop();
-    }
-    if (m.sampler) m.sampler->stop();
-    m.events.take_all(out);
-}
-
-GpuEventCounts GpuProbes::counts() const {
-    return impl_->events.counts();
-}
-
-std::vector<std::string> GpuProbes::problems() const {
-    std::vector<std::string> lines;
-    const Impl& m = *impl_;
-    if (m.activity && m.activity->dropped() > 0)
-        lines.push_back("CUPTI dropped " + std::to_string(m.activity->dropped()) +
-                        " activity records (its buffers were full)");
-    if (m.sampler) {
-        if (std::string p = m.sampler->problem(); !p.empty())
-            lines.push_back("HBM sampling stopped: " + p);
-        if (uint64_t n = m.sampler->overflows(); n > 0)
-            lines.push_back("HBM sampling: the hardware buffer overflowed " + std::to_string(n) +
-                            " times (samples lost; a shorter drain interval or a larger buffer "
-                            "keeps up)");
-    }
-    if (!m.timer_problem.empty())
-        lines.push_back("HBM samples' times may be off: " + m.timer_problem);
-    return lines;
-}
+}  // namespace
 
 namespace {
 // Why no device can be used, in cudaGetDeviceCount's words; "" when `device` can.
@@ -155,7 +146,7 @@ GpuProbeStart start_gpu_probes(const GpuProbeOptions& options) {
         cudaGetLastError();
         return result;
     }
-    auto impl = std::make_unique<GpuProbes::Impl>();
+    auto impl = std::make_unique<ProbeState>();
     impl->options = options;
     impl->events.set_sample_interval(options.sample_interval_ns);
     // Sampling first: if it cannot start, what it set up is released before any trace runs.
@@ -182,7 +173,8 @@ GpuProbeStart start_gpu_probes(const GpuProbeOptions& options) {
             result.notes.push_back("kernel trace off: " + activity.error().message);
         }
     }
-    if (impl->activity || impl->sampler) result.probes = GpuProbeStarter::make(std::move(impl));
+    if (impl->activity || impl->sampler)
+        result.probes = std::make_unique<CuptiProbes>(std::move(impl));
     return result;
 }
 

@@ -43,36 +43,29 @@ struct GpuProbeOptions {
     int32_t clock_refresh_ms = 1000;
 };
 
+// An interface, so that what calls it (the CUDA engine backend) links nothing of CUPTI: only the
+// binary that starts the probes does.
 class GpuProbes {
   public:
-    ~GpuProbes();  // stops both, dropping what was not collected
-    GpuProbes(const GpuProbes&) = delete;
-    GpuProbes& operator=(const GpuProbes&) = delete;
+    virtual ~GpuProbes() = default;  // stops both, dropping what was not collected
 
     // The id of an op name for scopes (GpuOpNames::id); -1 for an invalid name.
-    int32_t op(std::string_view name);
+    virtual int32_t op(std::string_view name) = 0;
     // Where GpuOpScope pushes: null when the activity trace is off (a scope is then one branch).
-    GpuCorrelation* correlation();
+    virtual GpuCorrelation* correlation() = 0;
 
     // At the end of a step, after its work has been synchronized: flushes CUPTI's buffers and
     // appends the step's GPU work and the samples read so far (GpuCorrelator::take).
-    void collect(int64_t step, std::vector<Event>& out);
+    virtual void collect(int64_t step, std::vector<Event>& out) = 0;
     // Stops tracing and sampling and appends everything still held. Idempotent.
-    void stop(std::vector<Event>& out);
+    virtual void stop(std::vector<Event>& out) = 0;
 
-    bool tracing() const;
-    bool sampling() const;
-    GpuEventCounts counts() const;
+    virtual bool tracing() const = 0;
+    virtual bool sampling() const = 0;
+    virtual GpuEventCounts counts() const = 0;
     // CUPTI's records lost for want of buffer space, and PM sampler failures met while running
     // (each said once by whoever reads them; empty when none).
-    std::vector<std::string> problems() const;
-
-    struct Impl;
-
-  private:
-    explicit GpuProbes(std::unique_ptr<Impl> impl);
-    friend struct GpuProbeStarter;
-    std::unique_ptr<Impl> impl_;
+    virtual std::vector<std::string> problems() const = 0;
 };
 
 struct GpuProbeStart {

@@ -84,4 +84,30 @@ class GpuOpScope {
     GpuCorrelation* correlation_;
 };
 
+// A forward pass's ops one after another on one thread: enter() closes the op open (if any) and
+// opens the next, so each launch is attributed to the op entered last; the last closes with the
+// object. `correlation` null: does nothing.
+class GpuOpSequence {
+  public:
+    GpuOpSequence(GpuCorrelation* correlation, int64_t step)
+        : correlation_(correlation), step_(step) {}
+    ~GpuOpSequence() {
+        if (open_) correlation_->pop();
+    }
+    GpuOpSequence(const GpuOpSequence&) = delete;
+    GpuOpSequence& operator=(const GpuOpSequence&) = delete;
+
+    void enter(int32_t op, int32_t layer = -1) {
+        if (!correlation_) return;
+        if (open_) correlation_->pop();
+        correlation_->push(pack_gpu_scope({step_, op, layer}));
+        open_ = true;
+    }
+
+  private:
+    GpuCorrelation* correlation_;
+    int64_t step_;
+    bool open_ = false;
+};
+
 }  // namespace kvscope

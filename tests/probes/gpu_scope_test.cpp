@@ -68,5 +68,22 @@ TEST(GpuScope, AScopePushesOnceAndPopsOnce) {
     GpuOpScope off(nullptr, 9, 4, 11);
 }
 
+TEST(GpuScope, ASequenceKeepsOneOpOpenAtATime) {
+    RecordingCorrelation c;
+    {
+        GpuOpSequence ops(&c, 3);
+        ops.enter(1, 0);
+        ops.enter(2, 0);
+        ops.enter(5);
+    }
+    EXPECT_EQ(c.calls, (std::vector<std::string>{"push 3/1/0", "pop", "push 3/2/0", "pop",
+                                                 "push 3/5/-1", "pop"}));
+    RecordingCorrelation unused;
+    { GpuOpSequence never_entered(&unused, 3); }
+    EXPECT_TRUE(unused.calls.empty());
+    GpuOpSequence off(nullptr, 3);
+    off.enter(1);
+}
+
 }  // namespace
 }  // namespace kvscope

@@ -7,12 +7,19 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <set>
 #include <thread>
 
+#include "engine/engine.h"
+#include "engine/generate.h"
+#include "engine/tokenizer.h"
+#include "engine_cuda/cuda_forward.h"
 #include "kernels/cuda_test_util.h"
 #include "kernels/elementwise.h"
 #include "probes/cupti_errors.h"
 #include "probes/gpu_probes.h"
+#include "test_support.h"
 
 namespace kvscope {
 namespace {
@@ -350,6 +357,63 @@ TEST(GpuProbes, SampledBandwidthOfAKernelMatchesItsBytesOverItsTracedTime) {
         << "the two clocks or the two measures disagree";
     EXPECT_NEAR(static_cast<double>(in.read), 8.0 * static_cast<double>(n) * kLaunches,
                 0.1 * 8.0 * static_cast<double>(n) * kLaunches);
+}
+
+// The CUDA engine backend with the probes: every step's kernels come with it, each attributed to
+// the op and layer that launched it (the backend enters an op before its launches), and the
+// host lane stays empty (the backend enqueues; the GPU's record is the timeline).
+TEST(GpuProbes, TheCudaBackendsKernelsComeWithTheirStepsOpsAndLayers) {
+    KVSCOPE_REQUIRE_CUDA_DEVICE();
+    KVSCOPE_START_GPU_PROBES(started, trace_only(), false);
+    const char* relative = "assets/models/kvscope-demo.gguf";  // .ci/gpu-check runs from there
+    auto model = load_model(std::filesystem::exists(relative) ? relative : test::bundled_model());
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    auto loaded = std::make_shared<const LoadedModel>(std::move(model).value());
+    EngineOptions eo;
+    eo.backend = cuda_backend({.probes = started.probes.get()});
+    auto engine = Engine::create(loaded, eo);
+    ASSERT_TRUE(engine.ok()) << engine.error().message;
+    struct Collector : Probe {
+        std::vector<Event> events;
+        void emit(Event&& e) override { events.push_back(std::move(e)); }
+    } probe;
+    (*engine)->reporter().probe = &probe;
+    GenerateRequest req;
+    req.prompt = loaded->tokenizer->encode("In the beginning", true);
+    req.max_tokens = 6;
+    auto stats = generate(**engine, req, [](int32_t) {});
+    ASSERT_TRUE(stats.ok()) << stats.error().message;
+    std::set<int64_t> steps;
+    std::set<std::string> ops;
+    int host = 0, unattributed = 0;
+    for (const Event& e : only(probe.events, EventKind::kKernel)) {
+        if (e.c == 0) {
+            ++host;
+            continue;
+        }
+        steps.insert(e.step);
+        const GpuKernelText t = split_gpu_kernel_text(e.text);
+        if (t.op.empty()) {
+            ++unattributed;
+            continue;
+        }
+        ops.insert(std::string(t.op));
+        if (t.op == "qkv" || t.op == "attention") {
+            EXPECT_GE(e.a, 0) << e.text;
+            EXPECT_LT(e.a, loaded->config.n_layers) << e.text;
+        }
+    }
+    EXPECT_EQ(unattributed, 0);
+    EXPECT_GE(steps.size(), 6u) << "a prefill and decode steps, each with its kernels";
+    for (const char* op : {"embed", "attn_norm", "qkv", "rope", "kv_write", "attention", "attn_out",
+                           "ffn_gate_up", "swiglu", "ffn_down", "lm_head"})
+        EXPECT_TRUE(ops.count(op)) << op;
+    // Only the scheduler's own host ops (schedule, sample): the layers are the GPU's.
+    for (const Event& e : only(probe.events, EventKind::kKernel))
+        if (e.c == 0) {
+            EXPECT_TRUE(e.text == "schedule" || e.text == "sample") << e.text;
+        }
+    EXPECT_GT(host, 0);
 }
 
 }  // namespace
