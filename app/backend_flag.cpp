@@ -2,8 +2,13 @@
 
 #include "app/commands.h"
 #ifdef KVSCOPE_HAVE_CUDA
+#include <cstdio>
+
+#include "app/data_paths.h"
+#include "base/terminal_text.h"
 #include "engine_cuda/cuda_forward.h"
 #include "kernels/device_info.h"
+#include "probes/gpu_probes_module.h"
 #endif
 
 namespace kvscope::app {
@@ -39,11 +44,33 @@ int check_backend(Backend backend) {
 #endif
 }
 
-ForwardFactory backend_factory(Backend backend) {
 #ifdef KVSCOPE_HAVE_CUDA
-    if (backend == Backend::kCuda) return cuda_backend();
+namespace {
+// The GPU probes, loaded the first time a run that records or shows its events asks, and kept
+// to the end of the process (never destroyed: at exit the module's CUDA runtime may be gone
+// first). What is off is said once, on stderr.
+GpuProbes* process_gpu_probes() {
+    static GpuProbeStart* const started = [] {
+        auto* s = new GpuProbeStart(load_gpu_probes({}, executable_dir()));
+        for (const std::string& note : s->notes)
+            std::fprintf(stderr, "kvscope: %s\n", terminal_safe(note).c_str());
+        return s;
+    }();
+    return started->probes.get();
+}
+}  // namespace
+#endif
+
+ForwardFactory backend_factory(Backend backend, bool gpu_probes) {
+#ifdef KVSCOPE_HAVE_CUDA
+    if (backend == Backend::kCuda) {
+        CudaForwardOptions options;
+        if (gpu_probes) options.probes = process_gpu_probes();
+        return cuda_backend(options);
+    }
 #else
     (void)backend;
+    (void)gpu_probes;
 #endif
     return {};
 }

@@ -20,8 +20,10 @@ void add_backend_flag(CLI::App& sub, Backend& backend);
 int check_backend(Backend backend);
 
 // What EngineOptions::backend should hold for `backend`: null for the CPU, the CUDA backend
-// (engine_cuda/cuda_forward.h) in builds that have it.
-ForwardFactory backend_factory(Backend backend);
+// (engine_cuda/cuda_forward.h) in builds that have it. `gpu_probes`: the run's events are
+// recorded or shown, so the CUDA backend traces its kernels and samples DRAM bandwidth
+// (probes/gpu_probes_module.h; what cannot start is said once and the run goes on).
+ForwardFactory backend_factory(Backend backend, bool gpu_probes = false);
 
 // Whether this build has the CUDA kernels (configured with KVSCOPE_CUDA on and a toolkit).
 bool build_has_cuda();

@@ -55,7 +55,7 @@ int run_generate(const GenerateOptions& o) {
     eo.threads = o.threads;
     eo.matmul = o.matmul;
     eo.kv_dtype = *o.eviction.dtype();  // checked before the model was loaded
-    eo.backend = backend_factory(o.backend);
+    eo.backend = backend_factory(o.backend, !o.record.empty());
     auto engine = Engine::create(model, eo);
     if (!engine) return fail(engine.error().message);
 

@@ -86,7 +86,7 @@ int run_gui(GuiOptions& o) {
     s.record_path = o.record_path;
     s.record_force = o.window.force;
     EngineOptions eo = o.serving.engine_options();
-    eo.backend = backend_factory(o.backend);
+    eo.backend = backend_factory(o.backend, /*gpu_probes=*/true);
     auto live = LiveController::create(model, std::move(requests), name, s, eo);
     if (!live) {
         o.window.startup_error = live.error().message;

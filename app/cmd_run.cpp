@@ -93,7 +93,7 @@ int run_serving(const RunOptions& o) {
                                   model->config.context_length);
     if (!requests) return fail(requests.error().message);
     EngineOptions eo = o.serving.engine_options();
-    eo.backend = backend_factory(o.backend);
+    eo.backend = backend_factory(o.backend, !o.record.empty());
     auto engine = Engine::create(model, eo);
     if (!engine) return fail(engine.error().message);
     std::unique_ptr<Recorder> recorder;

@@ -13,15 +13,16 @@ constexpr const char* kBundledModel = "models/kvscope-demo.gguf";
 // The name sessions give the bundled model (its place in the repository).
 constexpr const char* kBundledModelName = "assets/models/kvscope-demo.gguf";
 
-fs::path executable_dir() {
-    std::error_code ec;
-    fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-    return ec ? fs::current_path() : exe.parent_path();
-}
 }  // namespace
 
+std::string executable_dir() {
+    std::error_code ec;
+    fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    return (ec ? fs::current_path() : exe.parent_path()).string();
+}
+
 std::vector<std::string> data_dirs() {
-    fs::path exe = executable_dir();
+    fs::path exe(executable_dir());
     std::vector<std::string> dirs = {(exe.parent_path() / "share" / "kvscope").string()};
     if (const char* env = std::getenv("KVSCOPE_DATA_DIR"); env && *env) dirs.push_back(env);
     for (const fs::path& tree : {exe.parent_path(), fs::path(KVSCOPE_SOURCE_DIR)}) {

@@ -16,6 +16,8 @@ namespace kvscope::app {
 
 // The folders searched, in order (those that do not exist included, for messages).
 std::vector<std::string> data_dirs();
+// The folder of the running executable (the current folder if /proc cannot say).
+std::string executable_dir();
 // The first existing `relative` under data_dirs(), or an error naming every place looked in.
 Result<std::string> find_data_file(const std::string& relative);
 

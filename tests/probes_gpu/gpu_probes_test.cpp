@@ -16,9 +16,11 @@
 #include "engine/tokenizer.h"
 #include "engine_cuda/cuda_forward.h"
 #include "kernels/cuda_test_util.h"
+#include "kernels/device_info.h"
 #include "kernels/elementwise.h"
 #include "probes/cupti_errors.h"
 #include "probes/gpu_probes.h"
+#include "probes/gpu_probes_module.h"
 #include "test_support.h"
 
 namespace kvscope {
@@ -414,6 +416,31 @@ TEST(GpuProbes, TheCudaBackendsKernelsComeWithTheirStepsOpsAndLayers) {
             EXPECT_TRUE(e.text == "schedule" || e.text == "sample") << e.text;
         }
     EXPECT_GT(host, 0);
+}
+
+// The module kvscope loads (libkvscope_gpu_probes.so, beside the kvscope executable): from this
+// build it starts the probes where a GPU is, and says why not, once, where none is.
+std::string module_dir() {
+    // <build>/tests/test_probes_gpu -> <build>: where the module is built, and where
+    // .ci/gpu-check's copy of the build folder has it on the GPU machine.
+    return std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path().string();
+}
+
+TEST(GpuProbesModule, TheBuildsModuleStartsTheProbesOrSaysWhyNot) {
+    const GpuProbeStart s = load_gpu_probes(trace_only(), module_dir());
+    std::string notes;
+    for (const std::string& n : s.notes)
+        notes += n + "; ";
+    EXPECT_EQ(notes.find("cannot load"), std::string::npos) << notes;
+    EXPECT_EQ(notes.find("another build"), std::string::npos) << notes;
+    kernels::DeviceQuery q = kernels::query_devices();
+    if (q.devices.empty()) {
+        EXPECT_EQ(s.probes, nullptr);
+        EXPECT_NE(notes.find("no CUDA device"), std::string::npos) << notes;
+    } else {
+        ASSERT_NE(s.probes, nullptr) << notes;
+        EXPECT_TRUE(s.probes->tracing()) << notes;
+    }
 }
 
 }  // namespace
