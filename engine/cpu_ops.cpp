@@ -76,7 +76,16 @@ inline void store16(float* p, Floats16 v) {
     std::memcpy(p, &v, sizeof v);
 }
 
-// body(vector) over x[0..n) sixteen at a time; the tail padded with `pad`, and written back
+// p[i .. i+16) of an array of n values; `pad` past its end.
+inline Floats16 load16_padded(const float* p, int i, int n, float pad) {
+    if (i + kExpLanes <= n) return load16(p + i);
+    float tail[kExpLanes];
+    for (int j = 0; j < kExpLanes; ++j)
+        tail[j] = i + j < n ? p[i + j] : pad;
+    return load16(tail);
+}
+
+// body(vector, i) over x[0..n) sixteen at a time, the tail padded with `pad` and written back
 // only as far as n.
 template <class Body>
 inline void over_lanes(float* x, int n, float pad, Body&& body) {
@@ -85,10 +94,7 @@ inline void over_lanes(float* x, int n, float pad, Body&& body) {
         store16(x + i, body(load16(x + i), i));
     if (i < n) {
         float tail[kExpLanes];
-        for (int j = 0; j < kExpLanes; ++j)
-            tail[j] = i + j < n ? x[i + j] : pad;
-        Floats16 v = body(load16(tail), i);
-        store16(tail, v);
+        store16(tail, body(load16_padded(x, i, n, pad), i));
         std::memcpy(x + i, tail, static_cast<size_t>(n - i) * sizeof(float));
     }
 }
@@ -152,15 +158,7 @@ void rope(float* head, int head_dim, int pos, const float* inv_freq, RopeStyle s
 
 void swiglu(float* a, const float* b, int n) {
     over_lanes(a, n, 0.0f, [&](Floats16 v, int i) {
-        Floats16 bv;
-        if (i + kExpLanes <= n) {
-            bv = load16(b + i);
-        } else {
-            float tail[kExpLanes] = {};
-            std::memcpy(tail, b + i, static_cast<size_t>(n - i) * sizeof(float));
-            bv = load16(tail);
-        }
-        return v * (splat(1.0f) / (splat(1.0f) + exp16(-v))) * bv;
+        return v * (splat(1.0f) / (splat(1.0f) + exp16(-v))) * load16_padded(b, i, n, 0.0f);
     });
 }
 
