@@ -188,12 +188,12 @@ void draw_kernels_panel(UiContext& ctx) {
         return;
     }
     ViewState& v = ctx.view;
-    const std::vector<OpRecord>& all_ops = ctx.step_ops();
-    const std::vector<HbmSampleRecord>& hbm = ctx.step_hbm_samples();
-    const std::vector<OpRecord> ops = host_ops(all_ops), gpu = gpu_ops(all_ops);
+    const UiContext::StepWork& work = ctx.step_work();
+    const std::vector<OpRecord>&ops = work.host, &gpu = work.gpu;
+    const std::vector<HbmSampleRecord>& hbm = work.hbm;
     const StepSummary* sum = ctx.step_summary();
     const double limit = ctx.session->info().bandwidth_limit_gbps();
-    if (all_ops.empty() && hbm.empty()) {
+    if (ops.empty() && gpu.empty() && hbm.empty()) {
         text_disabled_wrapped("Step " + std::to_string(v.cursor) +
                               ": no ops recorded (an idle step, or a recording made before "
                               "kvscope recorded op spans).");
@@ -204,8 +204,9 @@ void draw_kernels_panel(UiContext& ctx) {
 
     // Time axis over the step's ops, zoomed and panned.
     int64_t t0 = INT64_MAX, t1 = INT64_MIN;
-    for (const OpRecord& op : all_ops)
-        t0 = std::min(t0, op.start_ns), t1 = std::max(t1, op.end_ns);
+    for (const auto* lane_ops : {&ops, &gpu})
+        for (const OpRecord& op : *lane_ops)
+            t0 = std::min(t0, op.start_ns), t1 = std::max(t1, op.end_ns);
     for (const HbmSampleRecord& h : hbm)
         t0 = std::min(t0, h.start_ns), t1 = std::max(t1, h.end_ns);
     int32_t threads = 0;
@@ -297,16 +298,18 @@ void draw_kernels_panel(UiContext& ctx) {
     for (const auto& [layer, s] : layer_spans(ops.empty() ? gpu : ops))
         box(x_of(s.first), x_of(s.second), layer_y, (layer % 2) ? 0xff5a5a5a : 0xff6e6e6e,
             "layer " + std::to_string(layer), std::to_string(layer));
+    // Whether the mouse is over [x0, x1) x [y, y + height) (a box is at least a pixel wide).
+    auto pointed_at = [&](float x0, float x1, float y, float height) {
+        return hovered && mouse.y >= y && mouse.y < y + height && mouse.x >= x0 &&
+               mouse.x < std::max(x1, x0 + 1);
+    };
     const OpRecord* under = nullptr;
     const OpRecord* widest = nullptr;
     for (const OpRecord& op : ops) {
-        if (op.lane != 0) continue;
         const float x0 = x_of(op.start_ns), x1 = x_of(op.end_ns);
         box(x0, x1, op_y, op_color(op.name), op.name);
         if (!widest || op.end_ns - op.start_ns > widest->end_ns - widest->start_ns) widest = &op;
-        if (hovered && mouse.y >= op_y && mouse.y < op_y + row_h && mouse.x >= x0 &&
-            mouse.x < std::max(x1, x0 + 1))
-            under = &op;
+        if (pointed_at(x0, x1, op_y, row_h)) under = &op;
     }
     // A row per GPU stream: the kernels it ran, coloured by the op that launched them.
     for (size_t i = 0; i < streams.size(); ++i) {
@@ -316,9 +319,7 @@ void draw_kernels_panel(UiContext& ctx) {
             const float x0 = x_of(op.start_ns), x1 = x_of(op.end_ns);
             const GpuKernelText name = split_gpu_kernel_text(op.name);
             box(x0, x1, y, op_color(op.name), std::string(name.kernel), std::string(name.op));
-            if (hovered && mouse.y >= y && mouse.y < y + row_h && mouse.x >= x0 &&
-                mouse.x < std::max(x1, x0 + 1))
-                under = &op;
+            if (pointed_at(x0, x1, y, row_h)) under = &op;
         }
     }
     // The GPU's DRAM bandwidth as its samples measured it: one bar per sample, scaled to the
@@ -330,9 +331,7 @@ void draw_kernels_panel(UiContext& ctx) {
         const float frac = peak_gbps > 0 ? static_cast<float>(hs.gbps() / peak_gbps) : 0.0f;
         dl->AddRectFilled(ImVec2(x0, bw_y + bandwidth_h * (1 - frac)),
                           ImVec2(x1, bw_y + bandwidth_h), 0xff3fb0e0);
-        if (hovered && mouse.y >= bw_y && mouse.y < bw_y + bandwidth_h && mouse.x >= x0 &&
-            mouse.x < x1)
-            under_sample = &hs;
+        if (pointed_at(x0, x1, bw_y, bandwidth_h)) under_sample = &hs;
     }
     dl->PopClipRect();
     dl->AddText(ImVec2(origin.x, layer_y + (row_h - line) * 0.5f), 0xffd0d0d0, "host lane");

@@ -228,7 +228,7 @@ const StepSummary* UiContext::step_summary(Side side) const {
     return it != steps.end() && it->step == at ? &*it : nullptr;
 }
 
-const std::vector<OpRecord>& UiContext::step_ops(Side side) {
+const UiContext::StepWork& UiContext::step_work(Side side) {
     RunCache& c = runs_[static_cast<int>(side)];
     SessionReader* run = session_of(side);
     const int64_t at = cursor_of(side);
@@ -239,24 +239,20 @@ const std::vector<OpRecord>& UiContext::step_ops(Side side) {
     if (std::get<0>(c.ops_key) != run || std::get<1>(c.ops_key) != at ||
         (unwritten && last != std::get<2>(c.ops_key))) {
         c.ops_key = {run, at, last};
-        c.ops.clear();
-        c.hbm.clear();
+        c.work = {};
         if (run && at >= 0 && at <= run->last_step()) {
             auto events = run->events(at, at, {EventKind::kKernel, EventKind::kHbmSample});
             if (events) {
-                c.ops = ops_of(*events);
-                c.hbm = hbm_samples_of(*events);
+                const std::vector<OpRecord> ops = ops_of(*events);
+                c.work.host = host_ops(ops);
+                c.work.gpu = gpu_ops(ops);
+                c.work.hbm = hbm_samples_of(*events);
             } else {
                 view.message = events.error().message;
             }
         }
     }
-    return c.ops;
-}
-
-const std::vector<HbmSampleRecord>& UiContext::step_hbm_samples(Side side) {
-    step_ops(side);
-    return runs_[static_cast<int>(side)].hbm;
+    return c.work;
 }
 
 const std::vector<Event>& UiContext::eviction_log(Side side) {

@@ -178,10 +178,13 @@ class UiContext {
 
     // The step summary at `side`'s cursor, or null when that step has no row (an idle gap).
     const StepSummary* step_summary(Side side = Side::kMain) const;
-    // The ops (kernel events: the host's and a GPU's) of `side`'s step at its cursor, read once
-    // per step, and the GPU's DRAM samples (hbm_sample events) read with them.
-    const std::vector<OpRecord>& step_ops(Side side = Side::kMain);
-    const std::vector<HbmSampleRecord>& step_hbm_samples(Side side = Side::kMain);
+    // What `side`'s step at its cursor ran, read once per step: its ops (kernel events) on the
+    // host and on a GPU's streams, and the GPU's DRAM samples (hbm_sample events).
+    struct StepWork {
+        std::vector<OpRecord> host, gpu;
+        std::vector<HbmSampleRecord> hbm;
+    };
+    const StepWork& step_work(Side side = Side::kMain);
 
     // Of `side`'s run (request indices are that run's):
     // Eviction and preemption log of the whole run (token evictions and compaction moves
@@ -244,8 +247,7 @@ class UiContext {
         // (run, step, the run's last step when read): a step read before it was written (a live
         // run's cursor ahead of the recorder) is read again once the run has grown, not per frame.
         std::tuple<SessionReader*, int64_t, int64_t> ops_key{nullptr, -1, -2};
-        std::vector<OpRecord> ops;
-        std::vector<HbmSampleRecord> hbm;
+        StepWork work;
     } runs_[2];
 };
 
