@@ -24,9 +24,9 @@ using GpuProbesModuleStartFn = void (*)(const GpuProbeOptions* options, GpuProbe
 constexpr const char* kGpuProbesModuleAbiSymbol = "kvscope_gpu_probes_abi";
 constexpr const char* kGpuProbesModuleStartSymbol = "kvscope_gpu_probes_start";
 
-// Loads the module from `dir` (once per process, and never unloaded: probes it made may live
-// until exit) and starts what `options` asks for. A module that cannot be loaded, or is from
-// another build, is a note ("GPU probes off: ..."), as a missing device is.
+// Loads the module from `dir` (dlopen keeps one copy per process; it is never unloaded: probes it
+// made may live until exit) and starts what `options` asks for. A module that cannot be loaded, or
+// is from another build, is a note ("GPU probes off: ..."), as a missing device is.
 GpuProbeStart load_gpu_probes(const GpuProbeOptions& options, const std::string& dir);
 
 }  // namespace kvscope
