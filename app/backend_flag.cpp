@@ -2,7 +2,9 @@
 
 #include "app/commands.h"
 #ifdef KVSCOPE_HAVE_CUDA
+#include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "app/data_paths.h"
 #include "base/terminal_text.h"
@@ -49,17 +51,34 @@ namespace {
 // The GPU probes, loaded the first time a run that records or shows its events asks, and kept
 // to the end of the process (never destroyed: at exit the module's CUDA runtime may be gone
 // first). What is off is said once, on stderr.
+GpuProbeStart* started_gpu_probes = nullptr;
+
 GpuProbes* process_gpu_probes() {
-    static GpuProbeStart* const started = [] {
-        auto* s = new GpuProbeStart(load_gpu_probes({}, executable_dir()));
-        for (const std::string& note : s->notes)
+    if (!started_gpu_probes) {
+        started_gpu_probes = new GpuProbeStart(load_gpu_probes({}, executable_dir()));
+        for (const std::string& note : started_gpu_probes->notes)
             std::fprintf(stderr, "kvscope: %s\n", terminal_safe(note).c_str());
-        return s;
-    }();
-    return started->probes.get();
+    }
+    return started_gpu_probes->probes.get();
 }
 }  // namespace
 #endif
+
+void finish_gpu_probes(const Reporter& reporter) {
+#ifdef KVSCOPE_HAVE_CUDA
+    GpuProbes* probes = started_gpu_probes ? started_gpu_probes->probes.get() : nullptr;
+    if (!probes) return;
+    // DRAM samples reach the drain thread a few of its intervals after the work they count.
+    std::this_thread::sleep_for(std::chrono::milliseconds(3 * GpuProbeOptions{}.drain_interval_ms));
+    std::vector<Event> rest;
+    probes->stop(rest);
+    if (reporter.on() && !rest.empty()) reporter.emit_all(rest);
+    for (const std::string& p : probes->problems())
+        std::fprintf(stderr, "kvscope: %s\n", terminal_safe(p).c_str());
+#else
+    (void)reporter;
+#endif
+}
 
 ForwardFactory backend_factory(Backend backend, bool gpu_probes) {
 #ifdef KVSCOPE_HAVE_CUDA

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engine/forward.h"
+#include "engine/reporter.h"
 
 namespace kvscope::app {
 
@@ -24,6 +25,10 @@ int check_backend(Backend backend);
 // recorded or shown, so the CUDA backend traces its kernels and samples DRAM bandwidth
 // (probes/gpu_probes_module.h; what cannot start is said once and the run goes on).
 ForwardFactory backend_factory(Backend backend, bool gpu_probes = false);
+// At the end of a recorded run: stops the GPU probes, if a backend_factory started them, and
+// hands what they still held (the last step's DRAM samples, which arrive after it) to
+// `reporter`; says on stderr what they lost. The probes stay off for the rest of the process.
+void finish_gpu_probes(const Reporter& reporter);
 
 // Whether this build has the CUDA kernels (configured with KVSCOPE_CUDA on and a toolkit).
 bool build_has_cuda();

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "app/backend_flag.h"
+#include "app/bench_gpu_decode.h"
 #include "app/commands.h"
 #include "base/terminal_text.h"
 #include "engine/engine.h"
@@ -34,126 +35,16 @@ struct BenchGpuOptions {
     std::vector<int> batches = {1, 8, 32};
     std::vector<int> contexts = {1024, 8192};
     int steps = 32;
+    int probe_rounds = 0;
 };
-
-#ifdef KVSCOPE_HAVE_CUDA
-struct DecodeRow {
-    int batch = 0, context = 0;
-    double tokens_per_second = 0, bound_tokens_per_second = 0;
-    int64_t bytes_per_step = 0;
-};
-
-// `steps` decode steps (after two untimed ones) of `batch` sequences whose caches end at
-// `context` slots, each step timed end to end: tables uploaded, the layers, logits copied back.
-// The K/V the sequences attend to are left as the cache holds them: a step reads the same bytes
-// whatever they are. The bound is the bytes a step must read (the weights once, every sequence's
-// K/V) over the measured copy bandwidth.
-Result<DecodeRow> time_decode(Engine& e, int batch, int context, int steps, double copy_gbps,
-                              int64_t weight_bytes) {
-    using clock = std::chrono::steady_clock;
-    constexpr int kWarm = 2;
-    const int first = context - kWarm - steps;  // positions first .. context - 1 are decoded
-    if (first < 1)
-        return Error{"--context " + std::to_string(context) + " is too short for " +
-                     std::to_string(steps) + " steps"};
-    std::vector<BlockTable> tables(static_cast<size_t>(batch));
-    auto release = [&] {
-        for (BlockTable& t : tables)
-            e.blocks().free(t);
-    };
-    for (BlockTable& t : tables)
-        if (Status s = e.blocks().grow(t, first); !s) {
-            release();
-            return s.error();
-        }
-    std::vector<float> logits;
-    double seconds = 0;
-    for (int i = 0; i < kWarm + steps; ++i) {
-        ForwardBatch b;
-        for (BlockTable& t : tables) {
-            if (Status s = e.blocks().grow(t, first + i + 1); !s) {
-                release();
-                return s.error();
-            }
-            b.tokens.push_back(1);
-            b.chunks.push_back({&t, first + i, 1, true});
-        }
-        const auto t0 = clock::now();
-        Status ran = e.forward().run(b, logits);
-        if (i >= kWarm) seconds += std::chrono::duration<double>(clock::now() - t0).count();
-        if (!ran) {
-            release();
-            return ran.error();
-        }
-    }
-    release();
-    const ModelConfig& c = e.config();
-    const int64_t kv_token = int64_t{2} * c.n_layers * c.kv_dim() * 2;  // K and V, f16
-    const double mean_slots = first + kWarm + (steps + 1) / 2.0;
-    DecodeRow row;
-    row.batch = batch;
-    row.context = context;
-    row.tokens_per_second = batch * steps / seconds;
-    row.bytes_per_step = weight_bytes + static_cast<int64_t>(batch * mean_slots * kv_token);
-    row.bound_tokens_per_second = batch * copy_gbps * 1e9 / static_cast<double>(row.bytes_per_step);
-    return row;
-}
-
-int run_decode_bench(const BenchGpuOptions& o, int device, double copy_gbps, nlohmann::json* out) {
-    auto loaded = load_model(o.model);
-    if (!loaded) return fail(loaded.error().message);
-    auto model = std::make_shared<const LoadedModel>(std::move(loaded).value());
-    const int max_batch = *std::max_element(o.batches.begin(), o.batches.end());
-    const int max_context = *std::max_element(o.contexts.begin(), o.contexts.end());
-    if (max_context > model->config.context_length)
-        return fail("bench gpu: --context " + std::to_string(max_context) + " is past " +
-                    terminal_safe(o.model) + "'s context of " +
-                    std::to_string(model->config.context_length));
-    EngineOptions eo;
-    eo.kv_dtype = KvDtype::kF16;
-    eo.num_blocks = max_batch * BlockManager::blocks_for(max_context, eo.block_size);
-    CudaForwardOptions co;
-    co.device = device;
-    eo.backend = cuda_backend(co);
-    auto engine = Engine::create(model, eo);
-    if (!engine) return fail("bench gpu: " + engine.error().message);
-    const int64_t weight_bytes = cuda_weight_bytes(model->config, model->weights);
-    if (!o.json) {
-        std::printf(
-            "decode, %s on device %d: %.2f GB of 16-bit weights, f16 K/V; bound = (weights + K/V "
-            "a step reads) / copy bandwidth %.0f GB/s\n",
-            terminal_safe(o.model).c_str(), device, static_cast<double>(weight_bytes) / 1e9,
-            copy_gbps);
-        std::printf("  %5s %8s %12s %14s %9s\n", "batch", "context", "tokens/s", "bound tokens/s",
-                    "of bound");
-    }
-    for (int context : o.contexts)
-        for (int batch : o.batches) {
-            auto row = time_decode(**engine, batch, context, o.steps, copy_gbps, weight_bytes);
-            if (!row) return fail("bench gpu: " + row.error().message);
-            const DecodeRow& r = row.value();
-            if (o.json) {
-                out->push_back({{"batch", r.batch},
-                                {"context", r.context},
-                                {"tokens_per_second", r.tokens_per_second},
-                                {"bound_tokens_per_second", r.bound_tokens_per_second},
-                                {"bytes_per_step", r.bytes_per_step}});
-                continue;
-            }
-            std::printf("  %5d %8d %12.1f %14.1f %8.0f%%\n", r.batch, r.context,
-                        r.tokens_per_second, r.bound_tokens_per_second,
-                        100.0 * r.tokens_per_second / r.bound_tokens_per_second);
-            std::fflush(stdout);
-        }
-    return 0;
-}
-#endif
 
 int run_bench_gpu(const BenchGpuOptions& o) {
 #ifndef KVSCOPE_HAVE_CUDA
     (void)o;
     return fail(std::string("bench gpu: ") + kNoCudaBuild);
 #else
+    if (o.probe_rounds > 0 && !o.decode)
+        return fail("bench gpu: --probe-overhead times decode: add --decode");
     kernels::DeviceQuery q = kernels::query_devices();
     if (q.devices.empty())
         return fail("bench gpu: no usable CUDA device (cudaGetDeviceCount: " + q.error + ")");
@@ -204,10 +95,14 @@ int run_bench_gpu(const BenchGpuOptions& o) {
     }
     if (o.decode) {
         if (first_gbps <= 0) return fail("bench gpu: the copy bandwidth was not measured");
-        nlohmann::json decode = nlohmann::json::array();
-        if (int rc = run_decode_bench(o, std::max(o.device, 0), first_gbps, &decode); rc != 0)
+        DecodeBenchOptions d{o.model, o.batches, o.contexts, o.steps, o.json, o.probe_rounds};
+        nlohmann::json decode = nlohmann::json::object();
+        if (int rc = run_decode_bench(d, std::max(o.device, 0), first_gbps, &decode); rc != 0)
             return rc;
-        if (o.json) rows = {{"devices", rows}, {"decode", decode}};
+        if (o.json) {
+            decode["devices"] = rows;
+            rows = decode;
+        }
     }
     if (o.json) std::printf("%s\n", json_terminal_safe(rows.dump(2)).c_str());
     return 0;
@@ -248,6 +143,12 @@ Command register_bench_gpu(CLI::App& bench) {
     sub->add_option("--steps", o->steps, "Timed decode steps per row, for --decode")
         ->check(CLI::Range(1, 10000))
         ->capture_default_str();
+    sub->add_option("--probe-overhead", o->probe_rounds,
+                    "With --decode: this many rounds of decode at the first --batch and --context "
+                    "with the GPU probes off, tracing kernels, and tracing while sampling DRAM, "
+                    "alternated; prints each one's tokens/s and the sampled DRAM bytes against "
+                    "what the steps must move")
+        ->check(CLI::Range(0, 100));
     return {sub, [o] { return run_bench_gpu(*o); }};
 }
 

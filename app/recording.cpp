@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "app/backend_flag.h"
 #include "app/commands.h"
 #include "app/data_paths.h"
 #include "app/machine_bandwidth.h"
@@ -45,6 +46,7 @@ Result<std::unique_ptr<Recorder>> start_recording(const std::string& path, Engin
 }
 
 int finish_recording(std::unique_ptr<Recorder>& recorder, Engine& engine) {
+    finish_gpu_probes(engine.reporter());
     engine.reporter().probe = nullptr;
     // Closing indexes the attention rows and folds the log into the file: seconds for a big
     // recording, which a terminal should not sit through in silence.

@@ -1,10 +1,14 @@
 #include "engine/synthetic_model.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <memory>
 #include <new>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include <unistd.h>
 
@@ -71,6 +75,41 @@ bool is_synthetic_model(const std::string& path) {
 }
 
 namespace {
+// Fills each matrix (shape and type set, no data yet) with random weights of its type, uniform
+// on [-a, a] with a = sqrt(3 / cols) (variance 1 / cols: activations keep their scale), matrix i
+// from its own stream of `seed`, on up to 16 threads. False when memory ran out.
+bool fill_random_matrices(const std::vector<Matrix*>& mats, uint64_t seed,
+                          std::vector<std::shared_ptr<const void>>& owners) {
+    std::vector<std::shared_ptr<uint8_t[]>> bufs(mats.size());
+    std::atomic<size_t> next{0};
+    std::atomic<bool> failed{false};
+    auto work = [&] {
+        for (size_t i; !failed && (i = next++) < mats.size();) {
+            const Matrix& x = *mats[i];
+            WeightRng rng{0x9E3779B97F4A7C15ULL ^ (seed * 0xBF58476D1CE4E5B9ULL) ^
+                          ((i + 2) * 0x94D049BB133111EBULL)};
+            for (int warm = 0; warm < 4; ++warm)  // nearby seeds: let the streams part first
+                rng.next();
+            bufs[i] = random_weights(x.type, x.rows, x.cols,
+                                     std::sqrt(3.0f / static_cast<float>(x.cols)), rng);
+            if (!bufs[i]) failed = true;
+        }
+    };
+    const unsigned n = std::clamp(std::thread::hardware_concurrency(), 1u, 16u);
+    std::vector<std::thread> threads;
+    for (unsigned t = 1; t < n; ++t)
+        threads.emplace_back(work);
+    work();
+    for (std::thread& t : threads)
+        t.join();
+    if (failed) return false;
+    for (size_t i = 0; i < mats.size(); ++i) {
+        mats[i]->data = bufs[i].get();
+        owners.push_back(bufs[i]);
+    }
+    return true;
+}
+
 // What the weight types are called after the shape's name: "synthetic:llama-3-8b:q4_0".
 constexpr std::pair<const char*, GgmlType> kWeightTypes[] = {
     {"f32", GgmlType::F32},   {"f16", GgmlType::F16},   {"bf16", GgmlType::BF16},
@@ -155,14 +194,10 @@ Result<LoadedModel> make_synthetic_model(const std::string& spec, uint64_t seed,
         m.weights.owners.push_back(buf);
         return buf.get();
     };
-    // Uniform on [-a, a] has variance a^2 / 3: a = sqrt(3 / inputs) keeps activations at scale.
-    auto matrix = [&](int rows, int cols) {
-        auto buf =
-            random_weights(type, rows, cols, std::sqrt(3.0f / static_cast<float>(cols)), rng);
-        if (!buf) throw std::bad_alloc();
-        m.weights.owners.push_back(buf);
-        return Matrix{buf.get(), type, rows, cols};
-    };
+    // Matrices are filled after the shape is laid out, several at a time (an 8B shape is 16 GB
+    // of bf16: a minute on one core), each from its own stream of the seed, so the values do
+    // not depend on how many threads drew them.
+    auto matrix = [&](int rows, int cols) { return Matrix{nullptr, type, rows, cols}; };
     auto vec = [&](int n, float scale, float offset) {
         return Vector{alloc(static_cast<size_t>(n), scale, offset), n};
     };
@@ -188,6 +223,13 @@ Result<LoadedModel> make_synthetic_model(const std::string& spec, uint64_t seed,
     }
     w.output_norm = vec(c.dim, 0.0f, 1.0f);
     w.output = found->tied_embeddings ? w.token_embedding : matrix(c.vocab_size, c.dim);
+    std::vector<Matrix*> mats = {&w.token_embedding};
+    for (LayerWeights& lw : w.layers)
+        for (Matrix* x : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down})
+            mats.push_back(x);
+    if (!found->tied_embeddings) mats.push_back(&w.output);
+    if (!fill_random_matrices(mats, seed, m.weights.owners)) throw std::bad_alloc();
+    if (found->tied_embeddings) w.output = w.token_embedding;
     return m;
 } catch (const std::bad_alloc&) {
     return Error{spec + ": out of memory making its random weights"};

@@ -21,6 +21,8 @@ Loaded load() {
     Loaded l;
     // Never closed: the handles made from it live until exit.
     void* lib = dlopen(KVSCOPE_CUBLAS_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+    // Where the toolkit installs it, when its folder is not on the loader's path.
+    if (!lib) lib = dlopen("/usr/local/cuda/lib64/" KVSCOPE_CUBLAS_LIBRARY, RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
         const char* why = dlerror();
         l.error = std::string("cannot load ") + KVSCOPE_CUBLAS_LIBRARY + " (" +

@@ -189,6 +189,10 @@ Status CudaForward::init(const ForwardSetup& setup, const CudaForwardOptions& op
         !s)
         return s;
 
+    // The weights' and the cache's uploads show in a trace too: as an op of their own, with the
+    // first step, rather than as copies no op launched.
+    GpuOpScope upload(probes_ ? probes_->correlation() : nullptr, 0,
+                      probes_ ? probes_->op("upload") : -1);
     if (Status s = weights_.upload(c, host_weights_, options.weights, setup.pool); !s) return s;
     if (Status s = cache_.init(c, setup.block_size, setup.num_blocks, setup.kv_dtype, stream_); !s)
         return s;
@@ -201,9 +205,14 @@ Status CudaForward::init(const ForwardSetup& setup, const CudaForwardOptions& op
             std::pow(c.rope_theta, static_cast<float>(2 * i) / static_cast<float>(c.head_dim));
     if (Status s = inv_freq_.allocate(inv_freq.size() * sizeof(float), "RoPE frequencies"); !s)
         return s;
-    return check(cudaMemcpy(inv_freq_.get(), inv_freq.data(), inv_freq.size() * sizeof(float),
-                            cudaMemcpyHostToDevice),
-                 "uploading RoPE frequencies");
+    if (Status s = check(cudaMemcpy(inv_freq_.get(), inv_freq.data(),
+                                    inv_freq.size() * sizeof(float), cudaMemcpyHostToDevice),
+                         "uploading RoPE frequencies");
+        !s)
+        return s;
+    // The uploads went through the legacy default stream, which a non-blocking stream does not
+    // wait for, and a pageable cudaMemcpy may return before its DMA is done.
+    return check(cudaDeviceSynchronize(), "finishing the uploads");
 }
 
 Status CudaForward::project(const DeviceMatrix& w, const float* in, int rows,
@@ -556,11 +565,12 @@ Status CudaForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
     const size_t probs_bytes = num_items * static_cast<size_t>(max_kv);
     if (Status s = host_out_.reserve(flag_at + flag_bytes + probs_bytes, "logits"); !s) return s;
     char* out = host_out_.as<char>();
-    if (Status s =
-            check(cudaMemcpyAsync(out, logits_.get(), logit_bytes, cudaMemcpyDeviceToHost, stream_),
-                  "downloading logits");
-        !s)
-        return s;
+    if (logit_bytes > 0)  // a step that wants no logits may come before any buffer for them
+        if (Status s = check(
+                cudaMemcpyAsync(out, logits_.get(), logit_bytes, cudaMemcpyDeviceToHost, stream_),
+                "downloading logits");
+            !s)
+            return s;
     if (Status s = check(
             cudaMemcpyAsync(out + flag_at, flags, flag_bytes, cudaMemcpyDeviceToHost, stream_),
             "downloading logits");

@@ -27,8 +27,11 @@ __global__ void __launch_bounds__(kProbThreads) probs_kernel(AttentionProbsParam
     const float scale = p.scale != 0.0f ? p.scale : 1.0f / sqrtf(static_cast<float>(c.head_dim));
     // The score of slot t, or -inf where nothing is held.
     auto score = [&](int t) {
+        // Slots past the table or the lane positions hold nothing (as paged_attention reads them).
+        if (t / c.block_size >= p.tables.stride) return -INFINITY;
         const int32_t block = table[t / c.block_size];
-        if (block < 0 || block >= c.num_blocks || (held && held[t] < 0)) return -INFINITY;
+        if (block < 0 || block >= c.num_blocks || (held && (t >= p.slot_pos_stride || held[t] < 0)))
+            return -INFINITY;
         const T* k =
             keys +
             ((static_cast<int64_t>(block) * c.block_size + t % c.block_size) * c.n_kv_heads + kvh) *

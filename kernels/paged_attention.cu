@@ -230,6 +230,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const Args a)
                 p1 = exp2f(v1 - m_new);
             }
             const float sum = warp_sum(p0 + p1);
+            __syncwarp();  // every lane has read m_s[r] before lane 0 writes it (racecheck)
             if (lane < tile) sr[lane] = p0;
             if (lane + 32 < tile) sr[lane + 32] = p1;
             if (lane == 0) {

@@ -32,7 +32,7 @@ __global__ void __launch_bounds__(kSplitThreads)
         if (all > 0.0f && isfinite(all)) {
             int e;
             frexpf(all, &e);
-            s = ldexpf(1.0f, e - 15);
+            s = ldexpf(1.0f, max(e - 15, -126));  // a normal float, so 1 / s stays finite
         }
         scale = s;
         row_scale[row] = s;
@@ -45,7 +45,9 @@ __global__ void __launch_bounds__(kSplitThreads)
         const float v = xr[i] * inv;
         const T h = from_float<T>(v);
         hi[i] = h;
-        lo[i] = from_float<T>(v - to_float(h));  // exact in f32: v and h share an exponent range
+        // Exact in f32: v and h share an exponent range. An infinite v keeps lo 0, so the row
+        // reads Inf, not Inf - Inf = NaN, and a failure names what the CPU names.
+        lo[i] = from_float<T>(isfinite(v) ? v - to_float(h) : 0.0f);
     }
 }
 

@@ -180,6 +180,24 @@ bool decode_hbm_bytes(const std::vector<uint8_t>& payload, HbmBytes& out) {
     return true;
 }
 
+HbmBytes hbm_bytes_within(const std::vector<Event>& events, int64_t from_ns, int64_t to_ns) {
+    double read = 0, written = 0;
+    for (const Event& e : events) {
+        HbmBytes b;
+        if (e.kind != EventKind::kHbmSample || !decode_hbm_bytes(e.payload, b)) continue;
+        double share = 1;
+        if (to_ns > from_ns) {  // an hbm_sample's span is [t_ns, wide)
+            const int64_t lo = std::max(from_ns, e.t_ns), hi = std::min(to_ns, e.wide);
+            share = e.wide > e.t_ns ? static_cast<double>(std::max<int64_t>(hi - lo, 0)) /
+                                          static_cast<double>(e.wide - e.t_ns)
+                                    : (e.t_ns >= from_ns && e.t_ns < to_ns ? 1.0 : 0.0);
+        }
+        read += share * static_cast<double>(b.read);
+        written += share * static_cast<double>(b.written);
+    }
+    return {static_cast<int64_t>(read), static_cast<int64_t>(written)};
+}
+
 void encode_stored_block(const StoredBlock& block, std::vector<uint8_t>& out) {
     encode_stored_block(block.has_parent, block.parent, block.tokens.data(), block.tokens.size(),
                         out);

@@ -208,6 +208,11 @@ struct Event {
     KernelCost cost = {};
 };
 
+// The DRAM bytes the hbm_sample events among `events` counted inside [from_ns, to_ns): a sample
+// that straddles an edge counts the share of its span inside, as if its bytes were spread evenly
+// over it. to_ns <= from_ns: every sample whole. Other events and undecodable payloads are skipped.
+HbmBytes hbm_bytes_within(const std::vector<Event>& events, int64_t from_ns = 0, int64_t to_ns = 0);
+
 int64_t host_now_ns();
 
 }  // namespace kvscope

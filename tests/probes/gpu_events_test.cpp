@@ -189,6 +189,30 @@ TEST(GpuEvents, ASampleOfNoLengthOrNoSenseStaysHarmless) {
     EXPECT_EQ(b.written, 0);
 }
 
+TEST(GpuEvents, HbmBytesWithinAWindowCountTheShareOfEachSampleInside) {
+    std::vector<Event> events = {
+        hbm_sample_event({0, 100, 1000, 100}, {}),     // half inside [50, 250)
+        hbm_sample_event({100, 200, 400, 0}, {}),      // wholly inside
+        hbm_sample_event({200, 400, 800, 800}, {}),    // a quarter inside
+        hbm_sample_event({300, 300, 9999, 9999}, {}),  // no length, outside
+        hbm_sample_event({60, 60, 7, 3}, {}),          // no length, inside: whole
+    };
+    Event kernel;
+    kernel.kind = EventKind::kKernel;
+    kernel.t_ns = 60;
+    kernel.wide = 70;
+    events.push_back(kernel);  // not a sample: skipped
+    Event damaged = events[1];
+    damaged.payload = {0xff};
+    events.push_back(damaged);  // undecodable: skipped
+    const HbmBytes in = hbm_bytes_within(events, 50, 250);
+    EXPECT_EQ(in.read, 500 + 400 + 200 + 7);
+    EXPECT_EQ(in.written, 50 + 0 + 200 + 3);
+    const HbmBytes all = hbm_bytes_within(events);
+    EXPECT_EQ(all.read, 1000 + 400 + 800 + 9999 + 7);
+    EXPECT_EQ(all.written, 100 + 800 + 9999 + 3);
+}
+
 TEST(GpuEvents, HbmBytesRefuseDamagedPayloads) {
     std::vector<uint8_t> p;
     encode_hbm_bytes({int64_t{3} << 40, 17}, p);
