@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "app/commands.h"
@@ -31,10 +33,12 @@ struct DecodeRow {
 // The K/V the sequences attend to are left as the cache holds them: a step reads the same bytes
 // whatever they are. The bound is the bytes a step must read (the weights once, every sequence's
 // K/V) over the measured copy bandwidth.
+constexpr int kWarmSteps = 2;
+
 Result<DecodeRow> time_decode(Engine& e, int batch, int context, int steps, double copy_gbps,
                               int64_t weight_bytes) {
     using clock = std::chrono::steady_clock;
-    constexpr int kWarm = 2;
+    constexpr int kWarm = kWarmSteps;
     const int first = context - kWarm - steps;  // positions first .. context - 1 are decoded
     if (first < 1)
         return Error{"--context " + std::to_string(context) + " is too short for " +
@@ -141,6 +145,31 @@ class SwitchedProbes final : public GpuProbes {
     std::vector<std::string> problems_;
 };
 
+// Where a traced step's GPU time goes: per op, its kernels' time and launches per step, and the
+// sum over all ops against the span from the first kernel's start to the last one's end (the
+// rest is the GPU waiting for the host: launches, the step's uploads, the logits' download).
+nlohmann::json gpu_time_by_op(const std::vector<Event>& events, int steps) {
+    std::map<std::string, std::pair<int64_t, int64_t>> ops;  // ns, launches
+    int64_t busy = 0, from = INT64_MAX, to = INT64_MIN;
+    for (const Event& e : events) {
+        if (e.kind != EventKind::kKernel || e.c == 0) continue;
+        const GpuKernelText t = split_gpu_kernel_text(e.text);
+        auto& [ns, launches] = ops[t.op.empty() ? std::string("(none)") : std::string(t.op)];
+        ns += e.wide;
+        ++launches;
+        busy += e.wide;
+        from = std::min(from, e.t_ns);
+        to = std::max(to, e.t_ns + e.wide);
+    }
+    nlohmann::json j = nlohmann::json::object();
+    for (const auto& [op, v] : ops)
+        j["ops"][op] = {{"us_per_step", static_cast<double>(v.first) / 1e3 / steps},
+                        {"launches_per_step", static_cast<double>(v.second) / steps}};
+    j["kernel_us_per_step"] = static_cast<double>(busy) / 1e3 / steps;
+    j["span_us_per_step"] = from < to ? static_cast<double>(to - from) / 1e3 / steps : 0.0;
+    return j;
+}
+
 struct ProbeMode {
     const char* name;
     bool activity, sampling;
@@ -164,6 +193,7 @@ int run_probe_overhead(Engine& e, SwitchedProbes& probes, const DecodeBenchOptio
     std::vector<double> tps[std::size(kProbeModes)];
     std::vector<double> dram_ratio;
     int64_t last_sampled = 0, last_expected = 0;
+    nlohmann::json by_op;
     OpTrace trace;
     for (int round = 0; round < o.probe_rounds; ++round)
         for (size_t m = 0; m < std::size(kProbeModes); ++m) {
@@ -181,6 +211,8 @@ int run_probe_overhead(Engine& e, SwitchedProbes& probes, const DecodeBenchOptio
             e.forward().set_trace(nullptr);
             if (!row) return fail("bench gpu: " + row.error().message);
             tps[m].push_back(row->tokens_per_second);
+            if (mode.activity && !mode.sampling)
+                by_op = gpu_time_by_op(trace.device_events, kWarmSteps + o.steps);
             if (!mode.sampling) continue;
             // The last samples reach the drain thread a few intervals after the work.
             std::this_thread::sleep_for(std::chrono::milliseconds(5 * po.drain_interval_ms));
@@ -210,7 +242,8 @@ int run_probe_overhead(Engine& e, SwitchedProbes& probes, const DecodeBenchOptio
                         {"dram_sampled_over_expected", median(dram_ratio)},
                         {"dram_sampled_bytes_last_round", last_sampled},
                         {"dram_expected_bytes_last_round", last_expected},
-                        {"problems", probes.problems()}};
+                        {"problems", probes.problems()},
+                        {"gpu_time_by_op", by_op}};
     for (size_t m = 0; m < std::size(kProbeModes); ++m) {
         j["tokens_per_second"][kProbeModes[m].name] = median(tps[m]);
         j["tokens_per_second_each_round"][kProbeModes[m].name] = tps[m];
@@ -232,6 +265,7 @@ int run_probe_overhead(Engine& e, SwitchedProbes& probes, const DecodeBenchOptio
         100.0 * median(dram_ratio));
     for (const std::string& p : probes.problems())
         std::printf("  problem: %s\n", terminal_safe(p).c_str());
+    std::printf("  GPU time per step by op (traced): %s\n", terminal_safe(by_op.dump()).c_str());
     return 0;
 }
 }  // namespace

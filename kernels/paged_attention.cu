@@ -24,6 +24,9 @@ constexpr float kLog2e = 1.4426950408889634f;
 // Shared memory a block may take before the key tile shrinks: two blocks of 100 KiB fit an
 // H100's SM (228 KiB), and an A100's (164 KiB) holds one.
 constexpr size_t kSmemBudget = 100 * 1024;
+// 16-byte chunks of a K (or V) tile per thread: tile * head_dim * elem <= kSmemBudget / 4 keeps
+// tile * head_dim * elem / 16 / kThreads under 13 (the launcher checks it).
+constexpr int kMaxChunksPerThread = 16;
 
 struct Args {
     const float* q;
@@ -114,24 +117,36 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const Args a)
     const int64_t slot_elems = static_cast<int64_t>(a.n_kv_heads) * hd;
     const T* kg = static_cast<const T*>(a.k);
     const T* vg = static_cast<const T*>(a.v);
+    // Each thread's chunks are looked up first and copied after, so that the table (and lane)
+    // reads of a tile are in flight together: interleaved with the copies they were one
+    // dependent global load after another, the tile's latency times eight.
+    const int chunks = tile * chunks_per_row;  // at most kMaxChunksPerThread * kThreads
     auto load_tile = [&](int it, int stage) {
         const int t0 = begin + it * tile;
         T* ks = kv_s + static_cast<size_t>(stage) * 2 * tile * row_elems;
         T* vs = ks + static_cast<size_t>(tile) * row_elems;
-        for (int c = tid; c < tile * chunks_per_row; c += kThreads) {
-            const int tt = c / chunks_per_row, part = c % chunks_per_row;
-            const int slot = t0 + tt;
+        int64_t off[kMaxChunksPerThread];
+        bool ok[kMaxChunksPerThread];
+#pragma unroll
+        for (int j = 0; j < kMaxChunksPerThread; ++j) {
+            const int c = tid + j * kThreads;
+            const int slot = t0 + c / chunks_per_row;
             int block = -1;
-            if (slot < end && slot / bs < a.table_stride) block = table[slot / bs];
+            if (c < chunks && slot < end && slot / bs < a.table_stride) block = table[slot / bs];
             const bool held = !pos || slot >= a.slot_pos_stride || pos[slot] >= 0;
-            const bool valid = block >= 0 && block < a.num_blocks && held;
-            const int64_t off = valid
-                                    ? (static_cast<int64_t>(block) * bs + slot % bs) * slot_elems +
-                                          static_cast<int64_t>(kvh) * hd + part * E
-                                    : 0;
-            cp_async16(ks + tt * row_elems + part * E, kg + off, valid);
-            cp_async16(vs + tt * row_elems + part * E, vg + off, valid);
-            if (part == 0) valid_s[stage * tile + tt] = valid;
+            ok[j] = block >= 0 && block < a.num_blocks && held;
+            off[j] = ok[j] ? (static_cast<int64_t>(block) * bs + slot % bs) * slot_elems +
+                                 static_cast<int64_t>(kvh) * hd + (c % chunks_per_row) * E
+                           : 0;
+        }
+#pragma unroll
+        for (int j = 0; j < kMaxChunksPerThread; ++j) {
+            const int c = tid + j * kThreads;
+            if (c >= chunks) break;
+            const int tt = c / chunks_per_row, part = c % chunks_per_row;
+            cp_async16(ks + tt * row_elems + part * E, kg + off[j], ok[j]);
+            cp_async16(vs + tt * row_elems + part * E, vg + off[j], ok[j]);
+            if (part == 0) valid_s[stage * tile + tt] = ok[j];
         }
         cp_async_commit();
     };
@@ -372,8 +387,11 @@ cudaError_t launch(const PagedAttentionParams& p, bool prefill, int splits, cuda
     const float scale = p.scale != 0.0f ? p.scale : 1.0f / std::sqrt(static_cast<float>(hd));
     a.scale_log2 = scale * kLog2e;
     a.tile = 64;
-    while (a.tile > 16 && smem_bytes(ROWS, a.tile, hd, sizeof(T)) > kSmemBudget)
+    const int chunks_per_row = hd * static_cast<int>(sizeof(T)) / 16;
+    while (a.tile > 16 && (smem_bytes(ROWS, a.tile, hd, sizeof(T)) > kSmemBudget ||
+                           a.tile * chunks_per_row > kMaxChunksPerThread * kThreads))
         a.tile /= 2;
+    if (a.tile * chunks_per_row > kMaxChunksPerThread * kThreads) return cudaErrorInvalidValue;
     a.heads_per_tile = heads_per_tile(a.group, ROWS);
     a.head_tiles = ceil_div(a.group, a.heads_per_tile);
     a.pv_lanes = 32;
