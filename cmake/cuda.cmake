@@ -52,7 +52,7 @@ else()
     list(TRANSFORM _kvscope_archs REPLACE "-(real|virtual)$" "")
     string(REPLACE ";" ", " _kvscope_archs "${_kvscope_archs}")
     set(KVSCOPE_BACKENDS
-        "cpu; cuda (CUDA ${CUDAToolkit_VERSION}, ${_kvscope_archs}; not yet run on a GPU)")
+        "cpu; cuda (CUDA ${CUDAToolkit_VERSION}, ${_kvscope_archs})")
     message(STATUS "CUDA: ${CMAKE_CUDA_COMPILER} (${CUDAToolkit_VERSION}), architectures "
                    "${CMAKE_CUDA_ARCHITECTURES}")
   elseif(_kvscope_cuda STREQUAL "ON")

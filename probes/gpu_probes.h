@@ -5,7 +5,7 @@
 // They arrive as `kernel` and `hbm_sample` events.
 //
 // This header is CUPTI-free; the definitions are in the kvscope_probes_cupti library
-// (probes/cupti_probes.cpp), built only with CUDA. Not yet run on a GPU: see probes/README.md.
+// (probes/cupti_probes.cpp), built only with CUDA. Run on an H200: see probes/README.md.
 //
 //   GpuProbeStart started = start_gpu_probes(options);
 //   for (const std::string& note : started.notes) say(note);  // once: what is off, and why

@@ -1,7 +1,7 @@
 // The CUDA engine backend (engine_cuda/) against the CPU one on the bundled model: greedy tokens,
 // logits, batching, copy-on-write, swapping, token eviction and captured attention. Without a
 // usable GPU every test but the first skips, saying why ("no CUDA device: ..."); `.ci/gpu-check`
-// runs them where one is. Not yet run on a GPU.
+// runs them where one is (first run on an H200, 2026-11-26: bench/RESULTS.md).
 //
 // The tolerance on logits. The CPU multiplies by the file's f32 weights; the CUDA backend by the
 // same weights rounded to 16 bits (f16 for this model, whose values all fit it; bf16 for models
