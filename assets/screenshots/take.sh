@@ -34,6 +34,16 @@ quit
 SCRIPT
 win replay "$sample" --script "$work/shots.txt"
 
+# A GPU's kernels per stream and its sampled DRAM bandwidth: the H200 recording that
+# .ci/gpu-check made (bench/RESULTS.md), a decode step with six requests running.
+cat > "$work/gpu.txt" <<SCRIPT
+seek 20
+wait 2
+screenshot $shots/gpu-kernels.png Kernels
+quit
+SCRIPT
+win replay assets/sessions/gpu-decode.kvs --script "$work/gpu.txt"
+
 # The controls of a live run (bare `kvscope`: the bundled model on its demo workload), 40 steps in.
 win --step 40 --panel Controls --crop --screenshot "$shots/controls.png"
 
