@@ -74,9 +74,11 @@ int follow_in_window(const AttachFlags& f, ui::WindowOptions window) {
     if (!recording) return fail(recording.error().message);
     auto controller = AttachController::start(std::move(attacher).value(),
                                               std::move(recording).value(), stop, f.duration);
-    announce_attach(f, "closing the window or Ctrl-C ends it");
+    announce_attach(f, f.duration > 0 ? "closing the window, Ctrl-C or --duration ends it"
+                                      : "closing the window or Ctrl-C ends it");
     window.controller = controller.get();
     window.close_requested = &stop;
+    window.close_when_finished = f.duration > 0;
     window.force = f.force;
     window.hint =
         "Following live: Left/Right look back, End follows again; close the window to end the "

@@ -43,7 +43,7 @@ int run_gui(GuiOptions& o) {
     auto model_path = model_path_or_bundled(o.model);
     if (!model_path) {
         o.window.startup_error = model_path.error().message;  // shown, then exit status 1
-        return ui::run_window(o.window);
+        return open_window(o.window);
     }
     o.model = model_path.value();
     if (o.record && check_output(o.record_path, o.window.force, {o.model, o.workload})) return 1;
@@ -51,7 +51,7 @@ int run_gui(GuiOptions& o) {
     if (!loaded) {
         // The window still opens, with the reason on screen.
         o.window.startup_error = "Could not load the model: " + loaded.error().message;
-        return ui::run_window(o.window);
+        return open_window(o.window);
     }
     std::shared_ptr<const LoadedModel> model = std::move(loaded).value();
     std::vector<Request> requests;
@@ -61,7 +61,7 @@ int run_gui(GuiOptions& o) {
                                model->config.context_length);
         if (!w) {
             o.window.startup_error = w.error().message;
-            return ui::run_window(o.window);
+            return open_window(o.window);
         }
         requests = std::move(w).value();
         name = o.workload;
@@ -90,10 +90,10 @@ int run_gui(GuiOptions& o) {
     auto live = LiveController::create(model, std::move(requests), name, s, eo);
     if (!live) {
         o.window.startup_error = live.error().message;
-        return ui::run_window(o.window);
+        return open_window(o.window);
     }
     o.window.controller = live->get();
-    return ui::run_window(o.window);
+    return open_window(o.window);
 }
 
 std::shared_ptr<GuiOptions> gui_defaults() {
@@ -134,8 +134,8 @@ GuiCommands register_gui(CLI::App& cli) {
     add_window_flags(cli, bare->window);
     GuiCommands out;
     out.commands = {{gui, [live] { return run_gui(*live); }},
-                    {rep, [replay] { return ui::run_window(*replay); }},
-                    {compare, [cmp] { return ui::run_window(*cmp); }}};
+                    {rep, [replay] { return open_window(*replay); }},
+                    {compare, [cmp] { return open_window(*cmp); }}};
     out.bare = [bare] { return run_gui(*bare); };
     return out;
 }

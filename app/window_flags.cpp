@@ -1,6 +1,7 @@
 #include "app/window_flags.h"
 
 #include "app/commands.h"
+#include "app/stop_signal.h"
 
 namespace kvscope::app {
 
@@ -32,6 +33,11 @@ void add_window_flags(CLI::App& sub, ui::WindowOptions& w) {
                    "At exit, write per-frame times, draw calls and vertices (JSON) here");
     if (!sub.get_option_no_throw("--force")) add_force_flag(sub, w.force);
     sub.option_defaults()->group("Options");
+}
+
+int open_window(ui::WindowOptions& window) {
+    if (!window.close_requested) window.close_requested = &stop_on_interrupt();
+    return ui::run_window(window);
 }
 
 }  // namespace kvscope::app

@@ -12,4 +12,8 @@ namespace kvscope::app {
 // it, and copies it into window.force itself.
 void add_window_flags(CLI::App& sub, ui::WindowOptions& window);
 
+// Opens the window; Ctrl-C or SIGTERM in the terminal closes it as its close button does (the
+// settings and layout are saved, a recording is finished) unless the caller set its own flag.
+int open_window(ui::WindowOptions& window);
+
 }  // namespace kvscope::app

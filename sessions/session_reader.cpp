@@ -107,11 +107,29 @@ Result<std::unique_ptr<SessionReader>> SessionReader::open(const std::string& pa
         i.allocator = run.value("allocator", "paged");
         i.model = run.value("model", "");
         i.backend = run.value("backend", "cpu");
-        i.n_layers = run.value("n_layers", 0);
-        i.n_heads = run.value("n_heads", 0);
-        i.n_kv_heads = run.value("n_kv_heads", 0);
-        i.head_dim = run.value("head_dim", 0);
-        i.vocab_size = run.value("vocab_size", 0);
+        // The model's dimensions size what readers build (the heatmap's layers x heads, the
+        // window's grids): a file's negative or absurd figures are refused here, where check,
+        // inspect, export and the window all open it, rather than trusted by one of them.
+        const struct {
+            const char* key;
+            int32_t* field;
+            int64_t most;
+        } dims[] = {{"n_layers", &i.n_layers, 4096},
+                    {"n_heads", &i.n_heads, 4096},
+                    {"n_kv_heads", &i.n_kv_heads, 4096},
+                    {"head_dim", &i.head_dim, 65536},
+                    {"vocab_size", &i.vocab_size, int64_t{1} << 26}};
+        for (const auto& d : dims) {
+            const int64_t v = run.value(d.key, int64_t{0});
+            if (v < 0 || v > d.most)
+                return Error{path + ": session run info has an absurd " + d.key + " (" +
+                             std::to_string(v) + "; 0 to " + std::to_string(d.most) + ")"};
+            *d.field = static_cast<int32_t>(v);
+        }
+        if (i.n_kv_heads > i.n_heads)
+            return Error{path + ": session run info has more KV heads (" +
+                         std::to_string(i.n_kv_heads) + ") than heads (" +
+                         std::to_string(i.n_heads) + ")"};
         i.options_json = run.value("options", "");
         // The storing-less settings, when the run had any (older files have none).
         auto options = nlohmann::json::parse(i.options_json, nullptr, false);
@@ -123,8 +141,8 @@ Result<std::unique_ptr<SessionReader>> SessionReader::open(const std::string& pa
             if (options.contains("kv_dtype") && options["kv_dtype"].is_string())
                 i.kv_dtype = options["kv_dtype"].get<std::string>();
         }
-        i.weight_bytes = run.value("weight_bytes", int64_t{0});
-        i.kv_bytes_per_block = run.value("kv_bytes_per_block", int64_t{0});
+        i.weight_bytes = std::max<int64_t>(run.value("weight_bytes", int64_t{0}), 0);
+        i.kv_bytes_per_block = std::max<int64_t>(run.value("kv_bytes_per_block", int64_t{0}), 0);
         i.threads = std::clamp(run.value("threads", 0), 0, 1 << 16);
         // The recording machine's bandwidth (absent in older files: unknown).
         if (auto bw = run.find("memory_bandwidth"); bw != run.end())

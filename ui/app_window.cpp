@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -29,6 +30,7 @@
 #include "base/input_file.h"
 #include "base/output_file.h"
 #include "base/terminal_text.h"
+#include "ui/saved_layout.h"
 #include "ui/ui_context.h"
 
 namespace kvscope::ui {
@@ -46,26 +48,69 @@ fs::path config_dir() {
     return base / "kvscope";
 }
 
+// The settings file is the program's own, but it lives in the user's home and outlives versions:
+// read it as any input (a FIFO or a device there would block or never end), bounded, and keep
+// the defaults, saying why in one line, for what does not parse.
 void load_settings(ViewState& v) {
-    std::ifstream f(config_dir() / "settings.txt");
+    const fs::path path = config_dir() / "settings.txt";
+    std::error_code ec;
+    if (!fs::exists(fs::symlink_status(path, ec))) return;
+    auto text = read_input_file(path.string(), "settings file", 4096);
+    if (!text) {
+        std::fprintf(stderr, "kvscope: ignoring the saved view settings: %s\n",
+                     terminal_safe(text.error().message).c_str());
+        return;
+    }
+    std::istringstream f(*text);
     std::string key;
     while (f >> key) {
-        if (key == "font_scale")
-            f >> v.font_scale;
-        else if (key == "palette") {
+        if (key == "font_scale") {
+            float scale = 0;
+            if (f >> scale && std::isfinite(scale)) v.font_scale = scale;
+        } else if (key == "palette") {
             int p = 0;
             f >> p;
             v.palette = p == 1 ? PaletteKind::kTolMuted : PaletteKind::kOkabeIto;
         }
+        f.clear();
     }
     v.font_scale = std::clamp(v.font_scale, 0.5f, 4.0f);
 }
 
+// Only over a regular file (or none): whatever else stands at that name was said at load and is
+// left alone.
 void save_settings(const ViewState& v) {
     std::error_code ec;
     fs::create_directories(config_dir(), ec);
-    std::ofstream f(config_dir() / "settings.txt");
-    f << "font_scale " << v.font_scale << "\npalette " << static_cast<int>(v.palette) << "\n";
+    const fs::path path = config_dir() / "settings.txt";
+    const fs::file_status st = fs::symlink_status(path, ec);
+    if (fs::exists(st) && !fs::is_regular_file(st)) return;
+    std::ostringstream text;
+    text << "font_scale " << v.font_scale << "\npalette " << static_cast<int>(v.palette) << "\n";
+    (void)write_output_file(path.string(), text.str(), {.force = true});
+}
+
+// Hands the saved layout at `path` to Dear ImGui once it has been checked (saved_layout.h): a
+// layout that fails the check is dropped, saying so in one line, and the defaults are used (the
+// next save writes a sound one). False when `path` is not a regular file (a FIFO, a device, a
+// link to one): then nothing is read from or written to it.
+bool load_saved_layout(const std::string& path) {
+    std::error_code ec;
+    if (!fs::exists(fs::symlink_status(path, ec))) return true;
+    auto text = read_input_file(path, "saved window layout", size_t{1} << 20);
+    if (!text) {
+        std::fprintf(stderr, "kvscope: ignoring the saved window layout: %s\n",
+                     terminal_safe(text.error().message).c_str());
+        return fs::is_regular_file(fs::symlink_status(path, ec));
+    }
+    if (std::string why = check_saved_layout(*text); !why.empty()) {
+        std::fprintf(stderr, "kvscope: ignoring the saved window layout %s: %s\n",
+                     terminal_safe(path).c_str(), terminal_safe(why).c_str());
+        ImGui::LoadIniSettingsFromMemory("", 0);
+        return true;
+    }
+    ImGui::LoadIniSettingsFromMemory(text->data(), text->size());
+    return true;
 }
 
 // [SECTION] Script -------------------------------------------------------------------------------
@@ -228,7 +273,8 @@ int shoot(const std::string& path, bool force, const std::string& panel, int w, 
         return 1;
     }
     if (announce)
-        std::fprintf(stderr, "kvscope: wrote %s (%dx%d)\n", path.c_str(), rect[2], rect[3]);
+        std::fprintf(stderr, "kvscope: wrote %s (%dx%d)\n", terminal_safe(path).c_str(), rect[2],
+                     rect[3]);
     return 0;
 }
 
@@ -599,10 +645,11 @@ int run_window(const WindowOptions& o) {
     // The side-by-side layout of a comparison is remembered apart from the usual one.
     static std::string ini_path =
         (config_dir() / (o.compare_path.empty() ? "imgui.ini" : "imgui-compare.ini")).string();
-    io.IniFilename = headless ? nullptr : ini_path.c_str();
+    io.IniFilename = nullptr;
     if (!headless) {
         std::error_code ec;
         fs::create_directories(config_dir(), ec);
+        io.IniFilename = load_saved_layout(ini_path) ? ini_path.c_str() : nullptr;
     }
     ImGui::StyleColorsDark();
     ImGui_ImplGlfw_InitForOpenGL(window, true);
@@ -641,7 +688,7 @@ int run_window(const WindowOptions& o) {
     Script script;
     std::string script_error;
     if (!o.script_path.empty() && !load_script(o.script_path, script, script_error)) {
-        std::fprintf(stderr, "kvscope: error: %s\n", script_error.c_str());
+        std::fprintf(stderr, "kvscope: error: %s\n", terminal_safe(script_error).c_str());
         return 2;
     }
     int status = 0;
@@ -650,7 +697,9 @@ int run_window(const WindowOptions& o) {
     double play_credit = 0;
     std::vector<FrameSample> frame_stats;
     using clock = std::chrono::steady_clock;
-    while (!glfwWindowShouldClose(window) && !(o.close_requested && o.close_requested->load())) {
+    const bool end_with_the_run = o.close_when_finished && o.script_path.empty() && ctx.controller;
+    while (!glfwWindowShouldClose(window) && !(o.close_requested && o.close_requested->load()) &&
+           !(end_with_the_run && ctx.controller->finished())) {
         glfwPollEvents();
         auto t_build = clock::now();
         ImGui_ImplOpenGL3_NewFrame();
@@ -722,7 +771,7 @@ int run_window(const WindowOptions& o) {
         glfwSwapBuffers(window);
         if (!keep_going) {
             if (!script_error.empty()) {
-                std::fprintf(stderr, "kvscope: error: %s\n", script_error.c_str());
+                std::fprintf(stderr, "kvscope: error: %s\n", terminal_safe(script_error).c_str());
                 status = 2;
             }
             break;

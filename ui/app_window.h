@@ -19,6 +19,9 @@ struct WindowOptions {
     // Set from outside the window (Ctrl-C in the terminal): the window closes as if its close
     // button had been pressed.
     const std::atomic<bool>* close_requested = nullptr;
+    // A live run that ends on its own (attach --duration) closes the window when it ends, unless
+    // a script drives the window (the script then says when to quit).
+    bool close_when_finished = false;
     std::string startup_error;  // shown in the window (a model that failed to load...)
     std::string hint;           // one line shown at start
     // Screenshot mode: render `frames` frames (after `step`, focused on `panel`), write a PNG

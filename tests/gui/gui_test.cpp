@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sqlite3.h>
 #include <stb_image.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1160,6 +1161,111 @@ TEST(GuiWithoutDisplay, AttachAndGuiFailInOneLine) {
     EXPECT_TRUE(attach.out.empty()) << attach.out;
     EXPECT_FALSE(std::filesystem::exists(dir + "/r.kvs"));
     EXPECT_FALSE(std::filesystem::exists(dir + "/r.kvs.part"));
+}
+
+// The window's own files in the user's home (its saved layout and view settings) are checked
+// before they are used: a crafted layout, a FIFO, a link to /dev/zero neither crash the window nor
+// keep it from opening; each is set aside in one line. Ctrl-C then closes it cleanly.
+struct WindowRun {
+    int exit_code = -1;
+    std::string err;
+};
+WindowRun open_window_then_interrupt(const std::vector<std::string>& args, const std::string& dir) {
+    const std::string err = dir + "/window.err";
+    std::string cmd = "exec";
+    for (const std::string& a : args)
+        cmd += " '" + a + "'";
+    const int pid = test::start_command({"/bin/sh", "-c", cmd + " 2>'" + err + "'"});
+    usleep(4000 * 1000);  // the window is up and drawing by then, or never will be
+    kill(pid, SIGINT);
+    WindowRun r;
+    r.exit_code = wait_at_most(pid, 60);
+    r.err = test::read_file(err);
+    return r;
+}
+
+TEST_F(Gui, ACraftedLayoutOrSettingsFileIsSetAsideAndTheWindowOpens) {
+    const std::string config = dir_ + "/kvscope";
+    std::filesystem::create_directories(config);
+    test::write_file(config + "/imgui.ini",
+                     "[Window][Block pool]\nPos=10,10\nSize=400,300\n\n"
+                     "[Table][0x00000001,-5]\nColumn 0  Width=10\n"
+                     "[Table][0xDEADBEEF,3]\nColumn 2  Order=70 Sort=9^\n");
+    test::write_file(config + "/settings.txt", "font_scale nan\npalette 1\n");
+    auto crafted = open_window_then_interrupt({test::kvscope_binary(), "replay", *sample_}, dir_);
+    EXPECT_EQ(crafted.exit_code, 0) << crafted.err;
+    EXPECT_NE(crafted.err.find("ignoring the saved window layout"), std::string::npos)
+        << crafted.err;
+    EXPECT_NE(crafted.err.find("line 5"), std::string::npos) << "names the line: " << crafted.err;
+    EXPECT_EQ(std::count(crafted.err.begin(), crafted.err.end(), '\n'), 1) << crafted.err;
+    // Closing saved a sound layout over the crafted one (the program's own file).
+    EXPECT_EQ(test::read_file(config + "/imgui.ini").find("-5]"), std::string::npos);
+
+    // A FIFO as the layout and a link to /dev/zero as the settings: neither read nor written.
+    std::filesystem::remove(config + "/imgui.ini");
+    std::filesystem::remove(config + "/settings.txt");
+    ASSERT_EQ(mkfifo((config + "/imgui.ini").c_str(), 0600), 0);
+    std::filesystem::create_symlink("/dev/zero", config + "/settings.txt");
+    auto special = open_window_then_interrupt({test::kvscope_binary(), "replay", *sample_}, dir_);
+    EXPECT_EQ(special.exit_code, 0) << special.err;
+    EXPECT_NE(special.err.find("FIFO"), std::string::npos) << special.err;
+    EXPECT_NE(special.err.find("settings"), std::string::npos) << special.err;
+    EXPECT_EQ(std::count(special.err.begin(), special.err.end(), '\n'), 2) << special.err;
+    EXPECT_TRUE(std::filesystem::is_fifo(config + "/imgui.ini"));
+    EXPECT_TRUE(std::filesystem::is_symlink(config + "/settings.txt"));
+}
+
+// A session whose run info gives absurd model dimensions is refused where every reader opens it
+// (check says the same): the window says why and exits 1, never aborts drawing a heatmap of -5
+// layers.
+TEST_F(Gui, ASessionWithAbsurdModelDimensionsIsRefusedNotDrawn) {
+    for (const char* dims :
+         {R"("n_layers": -5, "n_heads": 8)", R"("n_layers": 6, "n_heads": 99999999)",
+          R"("n_layers": 6, "n_heads": 2, "n_kv_heads": 8)"}) {
+        const std::string bad = dir_ + "/dims.kvs";
+        std::filesystem::remove(bad);
+        std::filesystem::remove(dir_ + "/dims.png");
+        std::filesystem::copy_file(*sample_, bad);
+        sqlite3* db = nullptr;
+        ASSERT_EQ(sqlite3_open(bad.c_str(), &db), SQLITE_OK);
+        const std::string sql = std::string("UPDATE meta SET value='{\"num_blocks\": 32, ") +
+                                "\"block_size\": 16, " + dims + "}' WHERE key='run'";
+        ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+        sqlite3_close(db);
+        auto r = kvscope({"replay", bad, "--screenshot", dir_ + "/dims.png"});
+        EXPECT_EQ(r.exit_code, 1) << dims << ": " << r.err;
+        EXPECT_FALSE(r.signaled) << dims;
+        EXPECT_NE(r.err.find("session run info has"), std::string::npos) << r.err;
+        auto check = kvscope({"check", bad});
+        EXPECT_EQ(check.exit_code, 1) << check.out;
+    }
+}
+
+// `attach --gui --duration` ends by itself, window and all, when no script drives the window.
+TEST_F(Gui, AttachWindowClosesItselfAtTheEndOfItsDuration) {
+    const std::string rec = dir_ + "/timed.kvs";
+    auto r = kvscope({"attach", attach_port(0), "--gui", "--duration", "2", "--record", rec}, 60);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_FALSE(r.signaled);
+    EXPECT_EQ(kvscope({"check", rec}).exit_code, 0);
+}
+
+// What the window prints names paths and script lines as safe text: an escape sequence in a file
+// name never reaches the terminal.
+TEST_F(Gui, MessagesThatNamePathsOrScriptLinesAreEscaped) {
+    const std::string esc = dir_ + "/shot\x1b[2J.png";
+    auto shot = kvscope({"replay", *sample_, "--screenshot", esc});
+    EXPECT_EQ(shot.exit_code, 0) << shot.err;
+    EXPECT_EQ(shot.err.find('\x1b'), std::string::npos);
+    EXPECT_NE(shot.err.find("wrote"), std::string::npos) << shot.err;
+    const std::string script = dir_ + "/bad.txt";
+    test::write_file(script, "frobnicate\x1b[31m 3\nquit\n");
+    auto unknown = kvscope({"replay", *sample_, "--script", script});
+    EXPECT_EQ(unknown.exit_code, 2) << unknown.err;
+    EXPECT_EQ(unknown.err.find('\x1b'), std::string::npos) << unknown.err;
+    auto missing = kvscope({"replay", *sample_, "--script", dir_ + "/no\x1b[2Jscript.txt"});
+    EXPECT_NE(missing.exit_code, 0);
+    EXPECT_EQ(missing.err.find('\x1b'), std::string::npos) << missing.err;
 }
 
 }  // namespace
