@@ -99,10 +99,10 @@ Status hold_event(std::vector<Event>& out, size_t& held, const Event& e, const S
     held += sizeof(Event) + text.size() + e.payload.size();
     if (held > SessionReader::kMaxEventBytes)
         return Error{path + ": " +
-                     (first == last
-                          ? "step " + std::to_string(first)
-                          : "steps " + std::to_string(first) + " to " + std::to_string(last)) +
-                     " hold more than " + std::to_string(SessionReader::kMaxEventBytes >> 20) +
+                     (first == last ? "step " + std::to_string(first) + " holds"
+                                    : "steps " + std::to_string(first) + " to " +
+                                          std::to_string(last) + " hold") +
+                     " more than " + std::to_string(SessionReader::kMaxEventBytes >> 20) +
                      " MiB of events once decoded (a long text named over and over?), more than "
                      "kvscope holds at once"};
     out.push_back(e);

@@ -1164,3 +1164,43 @@ TEST(GuiWithoutDisplay, AttachAndGuiFailInOneLine) {
 
 }  // namespace
 }  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+// A script writes under the rules the --screenshot flag does: never over the session being
+// replayed (nor the script), and over an existing file only with --force.
+TEST_F(Gui, ScriptOutputsNeverReplaceInputsOrFilesUnlessForced) {
+    const std::string session = dir_ + "/s.kvs";
+    std::filesystem::copy_file(*sample_, session);
+    const std::string bytes = test::read_file(session);
+    const std::string kept = test::write_file(dir_ + "/kept.json", "a user's file\n");
+    const std::string script = dir_ + "/s.txt";
+    struct Case {
+        std::string line, expect;
+        std::vector<std::string> extra;
+    };
+    for (const Case& c :
+         {Case{"dump " + session, "one of this command's inputs", {"--force"}},
+          Case{"screenshot " + session, "one of this command's inputs", {"--force"}},
+          Case{"dump " + script, "one of this command's inputs", {"--force"}},
+          Case{"dump " + kept, "already exists; pass --force", {}},
+          Case{"screenshot " + kept, "already exists; pass --force", {}}}) {
+        test::write_file(script, "wait 1\n" + c.line + "\nquit\n");
+        std::vector<std::string> args = {"replay", session, "--script", script};
+        args.insert(args.end(), c.extra.begin(), c.extra.end());
+        auto r = kvscope(args);
+        EXPECT_NE(r.exit_code, 0) << c.line;
+        EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.line << ": " << r.err;
+        EXPECT_EQ(test::read_file(session), bytes) << c.line;
+        EXPECT_EQ(test::read_file(kept), "a user's file\n") << c.line;
+    }
+    // Forced, a file that is not an input is replaced.
+    test::write_file(script, "wait 1\ndump " + kept + "\nquit\n");
+    auto forced = kvscope({"replay", session, "--script", script, "--force"});
+    EXPECT_EQ(forced.exit_code, 0) << forced.err;
+    EXPECT_NE(test::read_file(kept), "a user's file\n");
+}
+
+}  // namespace
+}  // namespace kvscope
