@@ -142,15 +142,22 @@ TEST(Hostile, TheSecondRecorderOnAPathIsRefusedAndTheFirstKeepsItsFile) {
     EXPECT_FALSE(fs::exists(path + ".part"));
 }
 
+// Records `workload` to `path` and kills the run (SIGKILL) once its log is being written: what a
+// crash leaves, "<path>.part" and its "-wal".
+void crash_a_recording(const std::string& path, const std::string& workload) {
+    int pid = test::start_command({test::kvscope_binary(), "run", "--workload", workload,
+                                   "--record", path, "--threads", "1"});
+    bool logging = wait_for(path + ".part-wal");
+    if (logging) std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    kill(pid, SIGKILL);
+    EXPECT_EQ(test::wait_command(pid), 128 + SIGKILL);
+    ASSERT_TRUE(logging) << "the recording never wrote its log";
+}
+
 TEST(Hostile, ARecordingCutShortIsKeptUntilRepairedOrDiscardedOnPurpose) {
     std::string dir = test::temp_dir(), path = dir + "/cut.kvs";
     std::string w = slow_workload(dir);
-    int pid = test::start_command(
-        {test::kvscope_binary(), "run", "--workload", w, "--record", path, "--threads", "1"});
-    ASSERT_TRUE(wait_for(path + ".part-wal"));
-    std::this_thread::sleep_for(std::chrono::milliseconds(800));
-    kill(pid, SIGKILL);
-    ASSERT_EQ(test::wait_command(pid), 128 + SIGKILL);
+    ASSERT_NO_FATAL_FAILURE(crash_a_recording(path, w));
     // A new recording to the same path does not destroy what the killed one left.
     expect_refused(kvscope({"run", "--workload", w, "--record", path}),
                    "is left from a recording that did not finish", "recording over a leftover");
@@ -486,12 +493,7 @@ TEST(Hostile, ACrashedRecordingInAFolderKvscopeCannotWriteIsNotCalledCorrupt) {
     if (!can_mount()) GTEST_SKIP() << "no mount namespace here for a read-only file system";
     std::string dir = test::temp_dir(), path = dir + "/cut.kvs";
     std::string w = slow_workload(dir);
-    int pid = test::start_command(
-        {test::kvscope_binary(), "run", "--workload", w, "--record", path, "--threads", "1"});
-    ASSERT_TRUE(wait_for(path + ".part-wal"));
-    std::this_thread::sleep_for(std::chrono::milliseconds(800));
-    kill(pid, SIGKILL);
-    ASSERT_EQ(test::wait_command(pid), 128 + SIGKILL);
+    ASSERT_NO_FATAL_FAILURE(crash_a_recording(path, w));
     std::string ro = dir + "/ro";
     fs::create_directories(ro);
     auto r = test::run_command(
