@@ -369,7 +369,8 @@ TEST_F(Gui, ReplayOpensWhereThereIsSomethingToSee) {
     std::string script = dir_ + "/s.txt";
     auto cursor_of = [&](std::vector<std::string> args) {
         test::write_file(script, "wait 1\ndump " + dir_ + "/d.json\nquit\n");
-        args.insert(args.end(), {"--script", script});
+        // Each run replaces the previous run's dump.
+        args.insert(args.end(), {"--script", script, "--force"});
         auto r = kvscope(args);
         EXPECT_EQ(r.exit_code, 0) << r.err;
         return nlohmann::json::parse(test::read_file(dir_ + "/d.json"))["cursor"].get<int64_t>();
@@ -403,7 +404,9 @@ TEST_F(Gui, NoPanelClipsItsContentAtCommonWindowSizes) {
         std::string width = size.substr(0, size.find('x')),
                     height = size.substr(size.find('x') + 1);
         for (std::vector<std::string> args : windows) {
-            args.insert(args.end(), {"--width", width, "--height", height, "--script", script});
+            // Each window replaces the previous one's dumps.
+            args.insert(args.end(),
+                        {"--width", width, "--height", height, "--script", script, "--force"});
             auto r = kvscope(args);
             ASSERT_EQ(r.exit_code, 0) << r.err;
             for (const char* dump : {"/d0.json", "/d1.json"}) {
@@ -855,7 +858,9 @@ TEST_F(Gui, AttachedSessionShowsRanksTreesAndFindsBlocks) {
         const std::string w = size.substr(0, size.find('x')), h = size.substr(size.find('x') + 1);
         for (const char* shot : {"/plain.png", "/found.png"})  // the last size's are checked
             std::filesystem::remove(dir_ + shot);
-        auto r = kvscope({"replay", path, "--script", script, "--width", w, "--height", h});
+        // Each size replaces the previous size's dumps.
+        auto r =
+            kvscope({"replay", path, "--script", script, "--width", w, "--height", h, "--force"});
         ASSERT_EQ(r.exit_code, 0) << r.err;
         auto d0 = nlohmann::json::parse(test::read_file(dir_ + "/d0.json"));
         auto dep = d0["deployment"];
