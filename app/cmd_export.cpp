@@ -29,7 +29,9 @@ Command register_export(CLI::App& cli) {
     add_force_flag(*sub, o->force);
     return {sub, [o] {
                 if (check_output(o->out, o->force, {o->path})) return 1;
-                auto reader = SessionReader::open(o->path);
+                // Step by step (SessionReader::for_each_step), never the whole run at once: an
+                // export of any length holds one step.
+                auto reader = SessionReader::open(o->path, /*step_summaries=*/false);
                 if (!reader) return fail(reader.error().message);
                 auto out = OutputFile::create(o->out, {.force = o->force, .inputs = {o->path}});
                 if (!out) return fail(out.error().message);

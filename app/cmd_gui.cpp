@@ -46,7 +46,8 @@ int run_gui(GuiOptions& o) {
         return open_window(o.window);
     }
     o.model = model_path.value();
-    if (o.record && check_output(o.record_path, o.window.force, {o.model, o.workload})) return 1;
+    o.window.inputs = {o.model, o.workload};
+    if (o.record && check_output(o.record_path, o.window.force, o.window.inputs)) return 1;
     auto loaded = load_model_with_context(o.model, o.serving.ctx_size);
     if (!loaded) {
         // The window still opens, with the reason on screen.

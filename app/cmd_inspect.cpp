@@ -65,8 +65,15 @@ int run_inspect(const InspectOptions& o) {
                     std::to_string(last) + ")");
     auto state = r.state_at(step);
     if (!state) return fail(state.error().message);
-    auto j = state_to_json(**state, last + 1);
-    auto step_events = r.events(step, step);
+    // The plain summary prints no generated text: it need not be built.
+    auto document = state_to_json(**state, last + 1, /*generated_text=*/o.json);
+    if (!document) return fail(o.path + ": " + document.error().message);
+    nlohmann::json& j = *document;
+    // The kinds a step's summary and ops are made of: a step's tokens may be many, their texts
+    // long, and none of it is needed here.
+    auto step_events = r.events(step, step,
+                                {EventKind::kStepBegin, EventKind::kStepEnd, EventKind::kPhase,
+                                 EventKind::kMetric, EventKind::kKernel});
     if (!step_events) return fail(step_events.error().message);
     nlohmann::json ops = step_ops_json(*step_events, r.info());
     if (o.json) {

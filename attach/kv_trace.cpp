@@ -31,38 +31,50 @@ Result<KvTrace> kv_trace_from_session(const std::string& path) {
     trace.steps = r.last_step() + 1;
     TimelineState state(r.info());
     const auto bs = static_cast<size_t>(std::max(trace.block_size, 1));
-    auto events = r.events(r.first_step(), r.last_step());
-    if (!events) return events.error();
-    for (const Event& e : *events) {
-        state.apply(e);
-        if (e.kind == EventKind::kBlockHashed) {
-            const BlockState& b = state.blocks[static_cast<size_t>(e.block)];
-            auto owner = state.requests.find(b.alloc_owner);
-            KvEvent ev;
-            ev.type = KvEventType::kBlockStored;
-            ev.block_hashes.push_back(static_cast<uint64_t>(e.wide));
-            ev.block_size = trace.block_size;
-            if (owner != state.requests.end()) {
-                const RequestState& q = owner->second;
-                const auto logical = static_cast<size_t>(std::max(e.a, 0));
-                for (size_t t = logical * bs; t < (logical + 1) * bs && t < q.token_ids.size(); ++t)
-                    ev.token_ids.push_back(q.token_ids[t]);
-                if (logical > 0 && logical - 1 < q.block_table.size()) {
-                    int32_t parent = q.block_table[logical - 1];
-                    if (parent >= 0 && state.blocks[static_cast<size_t>(parent)].hash) {
-                        ev.has_parent = true;
-                        ev.parent_hash = *state.blocks[static_cast<size_t>(parent)].hash;
+    // Each stored block copies its tokens: a file can name one block's worth of tokens for
+    // every few bytes of events, so the copies are counted and refused past a bound.
+    size_t tokens_copied = 0;
+    Status walked = r.for_each_event(
+        r.first_step(), r.last_step(), {}, [&](const Event& e, const SharedText& text) -> Status {
+            state.apply(e, text);
+            if (e.kind == EventKind::kBlockHashed) {
+                if (e.block < 0 || static_cast<size_t>(e.block) >= state.blocks.size()) return {};
+                const BlockState& b = state.blocks[static_cast<size_t>(e.block)];
+                auto owner = state.requests.find(b.alloc_owner);
+                KvEvent ev;
+                ev.type = KvEventType::kBlockStored;
+                ev.block_hashes.push_back(static_cast<uint64_t>(e.wide));
+                ev.block_size = trace.block_size;
+                if (owner != state.requests.end()) {
+                    const RequestState& q = owner->second;
+                    const auto logical = static_cast<size_t>(std::max(e.a, 0));
+                    for (size_t t = logical * bs; t < (logical + 1) * bs && t < q.token_ids.size();
+                         ++t)
+                        ev.token_ids.push_back(q.token_ids[t]);
+                    tokens_copied += ev.token_ids.size();
+                    if (tokens_copied > kMaxTraceTokens)
+                        return Error{path + ": its blocks come to more than " +
+                                     std::to_string(kMaxTraceTokens >> 20) +
+                                     "M tokens to publish (the same tokens stored over and over?), "
+                                     "more than kvscope holds at once"};
+                    if (logical > 0 && logical - 1 < q.block_table.size()) {
+                        int32_t parent = q.block_table[logical - 1];
+                        if (parent >= 0 && state.blocks[static_cast<size_t>(parent)].hash) {
+                            ev.has_parent = true;
+                            ev.parent_hash = *state.blocks[static_cast<size_t>(parent)].hash;
+                        }
                     }
                 }
+                trace.events.push_back(std::move(ev));
+            } else if (e.kind == EventKind::kBlockEvict) {
+                KvEvent ev;
+                ev.type = KvEventType::kBlockRemoved;
+                ev.block_hashes.push_back(static_cast<uint64_t>(e.wide));
+                trace.events.push_back(std::move(ev));
             }
-            trace.events.push_back(std::move(ev));
-        } else if (e.kind == EventKind::kBlockEvict) {
-            KvEvent ev;
-            ev.type = KvEventType::kBlockRemoved;
-            ev.block_hashes.push_back(static_cast<uint64_t>(e.wide));
-            trace.events.push_back(std::move(ev));
-        }
-    }
+            return {};
+        });
+    if (!walked) return walked.error();
     for (const BlockState& b : state.blocks)
         if (b.hash) {
             KvEvent ev;

@@ -20,8 +20,12 @@ struct KvTrace {
     int64_t steps = 0;
 };
 
+// The most token ids a trace holds over all its stored blocks (256 MiB of them).
+inline constexpr size_t kMaxTraceTokens = size_t{1} << 26;
+
 // Ends with a BlockRemoved for every block still cached when the run ended, so a trace sent
-// over and over (with salted hashes, see salt_trace_hash) holds a bounded cache.
+// over and over (with salted hashes, see salt_trace_hash) holds a bounded cache. The session is
+// read one event at a time; a trace past kMaxTraceTokens is refused, saying so.
 Result<KvTrace> kv_trace_from_session(const std::string& path);
 
 // The hash a block of loop `loop` on rank `rank` is sent under: the run's own hash for rank 0

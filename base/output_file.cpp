@@ -1,12 +1,14 @@
 #include "base/output_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <filesystem>
+#include <mutex>
 
 #include "base/input_file.h"
 #include "base/unique_fd.h"
@@ -20,17 +22,65 @@ std::string parent_of(const std::string& path) {
     fs::path p = fs::path(path).parent_path();
     return p.empty() ? std::string(".") : p.string();
 }
-}  // namespace
 
-bool is_stream_target(const std::string& path) {
-    struct stat st {};
-    return ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
+// The temporary files of the OutputFiles not committed yet, where a signal handler can read
+// them: an atomic pointer is all it may touch. Each points into its OutputFile's own name,
+// cleared before that name goes.
+constexpr int kCleanupSlots = 64;
+std::atomic<const char*> g_unfinished[kCleanupSlots];
+
+extern "C" void remove_unfinished_outputs_and_end(int sig) {
+    for (auto& slot : g_unfinished)
+        if (const char* temp = slot.load()) ::unlink(temp);
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);  // ends the process as the signal would have, once this handler returns
 }
+
+// Only signals that would end the process as they stand: a command that handles Ctrl-C itself
+// (attach, publish) commits or removes its files on its own way out.
+void install_cleanup_handlers() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
+            struct sigaction old {};
+            if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL) continue;
+            struct sigaction on {};
+            on.sa_handler = remove_unfinished_outputs_and_end;
+            sigemptyset(&on.sa_mask);
+            ::sigaction(sig, &on, nullptr);
+        }
+    });
+}
+
+// -1 when every slot is taken (64 files being written at once): that file is then removed by
+// its destructor only.
+int claim_cleanup_slot(const char* temp) {
+    for (int i = 0; i < kCleanupSlots; ++i) {
+        const char* none = nullptr;
+        if (g_unfinished[i].compare_exchange_strong(none, temp)) return i;
+    }
+    return -1;
+}
+
+void release_cleanup_slot(int slot) {
+    if (slot >= 0) g_unfinished[slot].store(nullptr);
+}
+}  // namespace
 
 Status check_output_path(const std::string& path, const OutputRules& rules) {
     if (path.empty()) return Error{"the output path is empty"};
-    struct stat st {};
-    if (::stat(path.c_str(), &st) == 0) {
+    struct stat entry {};
+    if (::lstat(path.c_str(), &entry) == 0) {
+        // A symbolic link is judged by what it names; one that names nothing is still a user's
+        // entry in the folder, replaced only when asked.
+        struct stat st = entry;
+        bool dangling = S_ISLNK(entry.st_mode) && ::stat(path.c_str(), &st) != 0;
+        if (dangling) {
+            if (rules.force) return {};
+            return Error{path +
+                         " is a symbolic link to nothing; pass --force to replace it, or name "
+                         "another file"};
+        }
         if (S_ISDIR(st.st_mode))
             return Error{"cannot write " + path + ": it is a directory; name a file in it"};
         for (const std::string& in : rules.inputs) {
@@ -38,7 +88,10 @@ Status check_output_path(const std::string& path, const OutputRules& rules) {
             if (!in.empty() && fs::equivalent(path, in, ec))
                 return Error{"cannot write " + path + ": it is one of this command's inputs"};
         }
-        if (S_ISREG(st.st_mode) && !rules.force)
+        if (!S_ISREG(st.st_mode))
+            return Error{"cannot write " + path + ": it is " + file_kind_name(st.st_mode) +
+                         ", and kvscope writes only regular files; name a file"};
+        if (!rules.force)
             return Error{path +
                          " already exists; pass --force to replace it, or name another file"};
         return {};
@@ -112,11 +165,12 @@ Result<std::unique_ptr<OutputFile>> OutputFile::create(const std::string& path,
     if (Status s = check_output_path(path, rules); !s) return s.error();
     std::unique_ptr<OutputFile> f(new OutputFile());
     f->path_ = path;
-    f->stream_target_ = is_stream_target(path);
-    const std::string& target = f->stream_target_ ? path : (f->temp_ = temporary_name_beside(path));
-    int flags = f->stream_target_ ? O_WRONLY | O_CLOEXEC | O_NOCTTY
-                                  : O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
-    f->buffer_.fd = ::open(target.c_str(), flags, 0666);
+    f->temp_ = temporary_name_beside(path);
+    install_cleanup_handlers();
+    f->cleanup_slot_ = claim_cleanup_slot(f->temp_.c_str());
+    // A new name (O_EXCL, never through a link), so nothing there can block the open.
+    f->buffer_.fd = ::open(f->temp_.c_str(),
+                           O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
     if (f->buffer_.fd < 0) {
         int err = errno;
         f->temp_.clear();
@@ -129,22 +183,23 @@ Result<std::unique_ptr<OutputFile>> OutputFile::create(const std::string& path,
 OutputFile::~OutputFile() {
     if (buffer_.fd >= 0) ::close(buffer_.fd);
     if (!committed_ && !temp_.empty()) ::unlink(temp_.c_str());
+    release_cleanup_slot(cleanup_slot_);
 }
 
 Status OutputFile::commit() {
     out_.flush();
     int err = buffer_.error;
     if (err == 0 && !out_) err = EIO;
-    if (err == 0 && !stream_target_ && ::fsync(buffer_.fd) != 0) err = errno;
+    if (err == 0 && ::fsync(buffer_.fd) != 0) err = errno;
     if (::close(buffer_.fd) != 0 && err == 0) err = errno;
     buffer_.fd = -1;
-    if (err == 0 && !stream_target_ && ::rename(temp_.c_str(), path_.c_str()) != 0) err = errno;
-    if (err != 0) {
-        return Error{"cannot write " + path_ + ": " + errno_text(err) +
-                     (stream_target_ ? "" : " (the file is unchanged)")};
-    }
+    if (err == 0 && ::rename(temp_.c_str(), path_.c_str()) != 0) err = errno;
+    if (err != 0)
+        return Error{"cannot write " + path_ + ": " + errno_text(err) + " (the file is unchanged)"};
     committed_ = true;
-    if (!stream_target_) sync_parent_folder(path_);
+    release_cleanup_slot(cleanup_slot_);
+    cleanup_slot_ = -1;
+    sync_parent_folder(path_);
     return {};
 }
 

@@ -1,8 +1,10 @@
 #pragma once
-// Where a command's output may go. kvscope never replaces a user's file unless asked
-// (`--force`), never writes over one of the command's own inputs (even when asked), and
-// writes whole files under a temporary name beside the target, renamed over it only once
-// complete: a failure or a crash leaves the target exactly as it was.
+// Where a command's output may go: every file any command writes goes through here. kvscope
+// never replaces a user's file unless asked (`--force`), never writes over one of the
+// command's own inputs (even when asked), writes only regular files (open(2) on a FIFO blocks
+// until a reader comes, a device may never take the bytes), and writes whole files under a
+// temporary name beside the target, renamed over it only once complete: a failure, a crash or
+// Ctrl-C leaves the target exactly as it was and nothing beside it.
 
 #include <memory>
 #include <ostream>
@@ -20,16 +22,16 @@ struct OutputRules {
     std::vector<std::string> inputs = {};  // files the command reads: never an output
 };
 
-// Checks, before any work is done, that `path` may take new output: its folder exists, it is
-// not a directory, not one of `rules.inputs`, and no file is there unless `rules.force`.
-// A FIFO or a device (/dev/stdout, a pipe) is allowed: writing to it replaces nothing.
+// Checks, before any work is done, that `path` may take new output: its folder exists and can
+// be written, it is not one of `rules.inputs`, and it is a new name, or (with `rules.force`) a
+// regular file or a symbolic link to replace. A directory, a FIFO, a socket or a device is
+// refused whatever the rules, saying which.
 Status check_output_path(const std::string& path, const OutputRules& rules);
 
-// True when `path` names something that exists and is not a regular file or directory.
-bool is_stream_target(const std::string& path);
-
 // A whole file written under a temporary name in the target's folder and renamed over the
-// target by commit(). A stream target (FIFO, device) is written directly.
+// target by commit(). Until then, the temporary file is removed by the destructor and by
+// SIGINT, SIGTERM, SIGHUP or SIGQUIT when the process ends on one of them (handlers installed
+// for those that have none).
 class OutputFile {
   public:
     static Result<std::unique_ptr<OutputFile>> create(const std::string& path,
@@ -61,7 +63,7 @@ class OutputFile {
 
     OutputFile() : out_(&buffer_) {}
     std::string path_, temp_;
-    bool stream_target_ = false;
+    int cleanup_slot_ = -1;  // where the signal handlers find temp_
     bool committed_ = false;
     FdBuffer buffer_;
     std::ostream out_;

@@ -74,11 +74,26 @@ void EventEncoder::add(const Event& e) {
 bool decode_events(const uint8_t* data, size_t size, int32_t run, int64_t step,
                    const std::vector<std::string>& strings, std::vector<Event>& out,
                    std::string& error) {
+    std::vector<SharedText> shared(strings.begin(), strings.end());
+    return decode_events(
+        data, size, run, step, shared,
+        [&out](const Event& e, const SharedText& text) {
+            out.push_back(e);
+            out.back().text = text.str();
+            return true;
+        },
+        error);
+}
+
+bool decode_events(const uint8_t* data, size_t size, int32_t run, int64_t step,
+                   const std::vector<SharedText>& strings, const EventVisitor& visit,
+                   std::string& error) {
     varint::Reader c{data, data + size};
     uint64_t seq = 0;
     int64_t t = 0;
     while (c.p < c.end) {
         Event e;
+        SharedText text;
         e.run = run;
         e.step = step;
         uint8_t kind = *c.p++;
@@ -120,7 +135,7 @@ bool decode_events(const uint8_t* data, size_t size, int32_t run, int64_t step,
                     "event names string " + std::to_string(u) + ", which the session does not have";
                 return false;
             }
-            e.text = strings[u];
+            text = strings[u];
         }
         if (mask & (1u << 10)) {
             if (!c.get(u)) break;
@@ -134,7 +149,7 @@ bool decode_events(const uint8_t* data, size_t size, int32_t run, int64_t step,
             if (e.kind == EventKind::kKernel && decode_kernel_cost(e.payload, e.cost))
                 e.payload.clear();
         }
-        out.push_back(std::move(e));
+        if (!visit(e, text)) return true;
     }
     if (!c.ok) {
         error = "event data is truncated";

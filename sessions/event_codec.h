@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "base/shared_text.h"
 #include "probes/event.h"
 
 namespace kvscope {
@@ -39,8 +40,19 @@ class EventEncoder {
     size_t count_ = 0;
 };
 
-// Decodes a blob; strings are looked up in `strings` (index = id). Returns false with `error`
-// set on any malformed or truncated input (never reads past the end).
+// What decode_events hands on, one event at a time: the event, and its text as the session's
+// shared copy (e.text stays empty: copying a long string for every event naming it would cost
+// its length times the references, more than the file holds). Returns false to stop there.
+using EventVisitor = std::function<bool(const Event& e, const SharedText& text)>;
+
+// Decodes a blob event by event; strings are looked up in `strings` (index = id). Returns false
+// with `error` set on any malformed or truncated input (never reads past the end); true when
+// the blob was read to its end or `visit` stopped it.
+bool decode_events(const uint8_t* data, size_t size, int32_t run, int64_t step,
+                   const std::vector<SharedText>& strings, const EventVisitor& visit,
+                   std::string& error);
+
+// The same into `out`, each event with its own copy of its text (tests, fuzzing).
 bool decode_events(const uint8_t* data, size_t size, int32_t run, int64_t step,
                    const std::vector<std::string>& strings, std::vector<Event>& out,
                    std::string& error);

@@ -165,7 +165,8 @@ std::optional<TimelineState> deserialize_cbor_keyframe(const std::vector<uint8_t
             q.max_tokens = r.at(4).get<int32_t>();
             q.block_table = r.at(5).get<std::vector<int32_t>>();
             q.token_ids = r.at(6).get<std::vector<int32_t>>();
-            q.token_text = r.at(7).get<std::vector<std::string>>();
+            for (std::string& text : r.at(7).get<std::vector<std::string>>())
+                q.token_text.emplace_back(std::move(text));
             if (q.token_text.size() != q.token_ids.size()) {
                 error = "keyframe request has " + std::to_string(q.token_ids.size()) +
                         " tokens and " + std::to_string(q.token_text.size()) + " texts";

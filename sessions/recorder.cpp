@@ -47,8 +47,6 @@ Result<std::unique_ptr<Recorder>> Recorder::create(const std::string& path, cons
                                                    const RecorderOptions& options) {
     if (Status s = check_output_path(path, {.force = options.replace_existing}); !s)
         return s.error();
-    if (is_stream_target(path))
-        return Error{"cannot record to " + path + ": a session must be a regular file"};
     std::unique_ptr<Recorder> r(new Recorder(path, options));
     r->part_path_ = path + ".part";
     const std::string& part = r->part_path_;

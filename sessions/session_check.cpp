@@ -56,15 +56,38 @@ const char* bad_kv_event(const RunInfo& info, const Event& e) {
     return nullptr;
 }
 
+// The problems found, as many as a report lists (kMaxListed) kept and the rest counted: a
+// damaged file can have a problem per event, millions of lines nobody reads.
+class ProblemList {
+  public:
+    static constexpr size_t kMaxListed = 50;
+    explicit ProblemList(std::vector<std::string>& out) : out_(out) {}
+    // Ends the list with how many more there were.
+    void finish() {
+        if (more_ > 0) out_.push_back("... and " + std::to_string(more_) + " more problems");
+        more_ = 0;
+    }
+    void add(std::string problem) {
+        if (out_.size() < kMaxListed)
+            out_.push_back(std::move(problem));
+        else
+            ++more_;
+    }
+
+  private:
+    std::vector<std::string>& out_;
+    size_t more_ = 0;
+};
+
 // Every captured attention row: one u8 probability per key 0..qpos, a layer and head the
 // model has, a step the session has. The heatmap drops rows it cannot place; check says so.
-void check_attention_rows(const std::string& path, SessionReader& r, CheckReport& rep) {
+void check_attention_rows(const std::string& path, SessionReader& r, ProblemList& problems) {
     auto db = SqliteDb::open(path, SQLITE_OPEN_READONLY);
     if (!db) return;
     auto q = db->prepare(
         "SELECT id, step, request, layer, head, qpos, format, length(probs) FROM attention");
     if (!q) {
-        rep.problems.push_back("the attention table is unreadable");
+        problems.add("the attention table is unreadable");
         return;
     }
     const RunInfo& info = r.info();
@@ -90,11 +113,10 @@ void check_attention_rows(const std::string& path, SessionReader& r, CheckReport
         if (why.empty()) continue;
         if (bad++ == 0) first = "attention row " + std::to_string(id) + " " + why;
     }
-    if (!err.ok()) rep.problems.push_back("attention table: " + err.error().message);
-    if (bad == 1) rep.problems.push_back(first);
+    if (!err.ok()) problems.add("attention table: " + err.error().message);
+    if (bad == 1) problems.add(first);
     if (bad > 1)
-        rep.problems.push_back(first + " (and " + std::to_string(bad - 1) +
-                               " more attention rows like it)");
+        problems.add(first + " (and " + std::to_string(bad - 1) + " more attention rows like it)");
 }
 }  // namespace
 
@@ -107,6 +129,7 @@ CheckReport check_session(const std::string& path) {
     }
     rep.opened = true;
     SessionReader& r = **reader;
+    ProblemList problems(rep.problems);
     {
         auto db = SqliteDb::open(path, SQLITE_OPEN_READONLY);
         if (db) {
@@ -115,10 +138,10 @@ CheckReport check_session(const std::string& path) {
             if (q) {
                 while (q->next(err)) {
                     std::string line = q->column_text(0);
-                    if (line != "ok") rep.problems.push_back("sqlite integrity: " + line);
+                    if (line != "ok") problems.add("sqlite integrity: " + line);
                 }
             }
-            if (!err.ok()) rep.problems.push_back(err.error().message);
+            if (!err.ok()) problems.add(err.error().message);
         }
     }
     rep.steps = static_cast<int64_t>(r.steps().size());
@@ -130,75 +153,71 @@ CheckReport check_session(const std::string& path) {
     const int32_t pool = r.info().num_blocks;
     for (const StepSummary& s : r.steps()) {
         if (s.step <= prev_step)
-            rep.problems.push_back("step " + std::to_string(s.step) + " is out of order");
+            problems.add("step " + std::to_string(s.step) + " is out of order");
         if (s.step < 0 || s.step > kMaxStep)
-            rep.problems.push_back("step " + std::to_string(s.step) + " is outside 0.." +
-                                   std::to_string(kMaxStep));
+            problems.add("step " + std::to_string(s.step) + " is outside 0.." +
+                         std::to_string(kMaxStep));
         prev_step = s.step;
-        auto events = r.events(s.step, s.step);
-        if (!events) {
-            rep.problems.push_back(events.error().message);
-            continue;
-        }
-        rep.events += static_cast<int64_t>(events->size());
-        if (static_cast<int32_t>(events->size()) != s.n_events)
-            rep.problems.push_back("step " + std::to_string(s.step) + ": says " +
-                                   std::to_string(s.n_events) + " events, holds " +
-                                   std::to_string(events->size()));
-        for (const Event& e : *events) {
-            if (names_block(e.kind) && (e.block < 0 || e.block >= pool))
-                rep.problems.push_back("step " + std::to_string(s.step) + ": a " +
-                                       std::string(event_kind_name(e.kind)) +
-                                       " event names block " + std::to_string(e.block) +
-                                       ", the pool holds " + std::to_string(pool));
-            if (const char* why = bad_kv_event(r.info(), e))
-                rep.problems.push_back("step " + std::to_string(s.step) + ": a " +
-                                       std::string(event_kind_name(e.kind)) + " event " + why);
-            if (const char* why = skips_ahead(state, e))
-                rep.problems.push_back("step " + std::to_string(s.step) + ": request " +
-                                       std::to_string(e.request) + "'s " + why +
-                                       " skips ahead of what it holds");
-            if (e.seq_no != expect_seq) {
-                rep.problems.push_back(
-                    "step " + std::to_string(s.step) + ": event " + std::to_string(e.seq_no) +
-                    " follows " + std::to_string(expect_seq - 1) + " (events lost or reordered)");
-                expect_seq = e.seq_no;
-            }
-            ++expect_seq;
-            state.apply(e);
-        }
-        if (!events->empty() &&
-            (events->front().seq_no != s.first_seq || events->back().seq_no != s.last_seq))
-            rep.problems.push_back("step " + std::to_string(s.step) +
-                                   ": sequence range does not match its events");
+        // One event at a time: a step may hold more events than fit in memory as a list.
+        int64_t count = 0;
+        uint64_t first_seq = 0, last_seq = 0;
+        Status walked = r.for_each_event(
+            s.step, s.step, {}, [&](const Event& e, const SharedText& text) -> Status {
+                if (count++ == 0) first_seq = e.seq_no;
+                last_seq = e.seq_no;
+                if (names_block(e.kind) && (e.block < 0 || e.block >= pool))
+                    problems.add("step " + std::to_string(s.step) + ": a " +
+                                 std::string(event_kind_name(e.kind)) + " event names block " +
+                                 std::to_string(e.block) + ", the pool holds " +
+                                 std::to_string(pool));
+                if (const char* why = bad_kv_event(r.info(), e))
+                    problems.add("step " + std::to_string(s.step) + ": a " +
+                                 std::string(event_kind_name(e.kind)) + " event " + why);
+                if (const char* why = skips_ahead(state, e))
+                    problems.add("step " + std::to_string(s.step) + ": request " +
+                                 std::to_string(e.request) + "'s " + why +
+                                 " skips ahead of what it holds");
+                if (e.seq_no != expect_seq) {
+                    problems.add("step " + std::to_string(s.step) + ": event " +
+                                 std::to_string(e.seq_no) + " follows " +
+                                 std::to_string(expect_seq - 1) + " (events lost or reordered)");
+                    expect_seq = e.seq_no;
+                }
+                ++expect_seq;
+                state.apply(e, text);
+                return {};
+            });
+        if (!walked) problems.add(walked.error().message);
+        rep.events += count;
+        if (walked && count != s.n_events)
+            problems.add("step " + std::to_string(s.step) + ": says " + std::to_string(s.n_events) +
+                         " events, holds " + std::to_string(count));
+        if (walked && count > 0 && (first_seq != s.first_seq || last_seq != s.last_seq))
+            problems.add("step " + std::to_string(s.step) +
+                         ": sequence range does not match its events");
         while (next_keyframe < r.keyframes().size() &&
                r.keyframes()[next_keyframe].first <= s.step) {
             auto [kstep, kseq] = r.keyframes()[next_keyframe++];
             if (kstep != s.step) {
-                rep.problems.push_back("keyframe at step " + std::to_string(kstep) +
-                                       " has no step row");
+                problems.add("keyframe at step " + std::to_string(kstep) + " has no step row");
                 continue;
             }
             auto blob = r.keyframe_blob(kstep);
             std::string msg;
             auto kf = blob ? TimelineState::deserialize(blob.value(), r.info(), msg) : std::nullopt;
             if (!kf) {
-                rep.problems.push_back("keyframe at step " + std::to_string(kstep) + ": " +
-                                       (blob ? msg : blob.error().message));
+                problems.add("keyframe at step " + std::to_string(kstep) + ": " +
+                             (blob ? msg : blob.error().message));
                 continue;
             }
             state.step = s.step;
             if (!(*kf == state) || kseq != state.last_seq_no)
-                rep.problems.push_back("keyframe at step " + std::to_string(kstep) +
-                                       " disagrees with the events before it");
+                problems.add("keyframe at step " + std::to_string(kstep) +
+                             " disagrees with the events before it");
         }
     }
-    check_attention_rows(path, r, rep);
-    if (rep.problems.size() > 50) {
-        size_t more = rep.problems.size() - 50;
-        rep.problems.resize(50);
-        rep.problems.push_back("... and " + std::to_string(more) + " more problems");
-    }
+    check_attention_rows(path, r, problems);
+    problems.finish();
     return rep;
 }
 

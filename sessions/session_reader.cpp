@@ -9,8 +9,10 @@
 #include "base/input_file.h"
 #include "sessions/bandwidth_json.h"
 #include "sessions/event_codec.h"
+#include "sessions/schema_check.h"
 #include "sessions/session_schema.h"
 #include "sessions/sqlite_util.h"
+#include "sessions/wal_file.h"
 
 namespace kvscope {
 
@@ -31,6 +33,81 @@ Status migrate(SqliteDb&, int32_t from) {
     // Version 1 lacks the step table's byte columns: load_tail() reads them as zeros.
     if (from == kSessionSchemaVersion || from == 1) return {};
     return Error{"no migration from session schema version " + std::to_string(from)};
+}
+
+// The step table's columns a StepSummary holds, in read_step_summary's order (version 1 files
+// lack the byte columns: read as zeros).
+constexpr int kStepSummaryColumns = 30;
+std::string step_summary_columns(int32_t schema_version) {
+    return "step, first_seq, last_seq, t_begin_ns, t_end_ns, n_events, running, waiting, swapped, "
+           "prefill_tokens, decode_tokens, blocks_used, blocks_cached, fragmentation, "
+           "internal_fragmentation, external_fragmentation, utilization, prefix_hit_rate, "
+           "step_seconds, schedule_ns, prefill_ns, decode_ns, attention_ns, mlp_ns, sample_ns, " +
+           std::string(
+               schema_version >= 2
+                   ? "weight_bytes, kv_read_bytes, kv_written_bytes, activation_bytes, ops_ns"
+                   : "0, 0, 0, 0, 0");
+}
+
+StepSummary read_step_summary(const SqliteStatement& q) {
+    StepSummary s;
+    int c = 0;
+    s.step = q.column_int(c++);
+    s.first_seq = static_cast<uint64_t>(q.column_int(c++));
+    s.last_seq = static_cast<uint64_t>(q.column_int(c++));
+    s.t_begin_ns = q.column_int(c++);
+    s.t_end_ns = q.column_int(c++);
+    for (int32_t* v : {&s.n_events, &s.running, &s.waiting, &s.swapped, &s.prefill_tokens,
+                       &s.decode_tokens, &s.blocks_used, &s.blocks_cached})
+        *v = static_cast<int32_t>(q.column_int(c++));
+    for (double* v : {&s.fragmentation, &s.internal_fragmentation, &s.external_fragmentation,
+                      &s.utilization, &s.prefix_hit_rate, &s.step_seconds})
+        *v = q.column_double(c++);
+    for (int64_t& ns : s.phase_ns)
+        ns = q.column_int(c++);
+    for (int64_t* v :
+         {&s.weight_bytes, &s.kv_read_bytes, &s.kv_written_bytes, &s.activation_bytes, &s.ops_ns})
+        *v = q.column_int(c++);
+    return s;
+}
+
+// Decodes one step's blob, handing the events of `kinds` (all when empty) to `visit`.
+Status visit_step_events(const std::string& path, int64_t step, const uint8_t* blob, size_t size,
+                         const std::vector<SharedText>& strings,
+                         const std::vector<EventKind>& kinds,
+                         const SessionReader::EventVisit& visit) {
+    Status stopped;
+    std::string msg;
+    bool ok = decode_events(
+        blob, size, 0, step, strings,
+        [&](const Event& e, const SharedText& text) {
+            if (!kinds.empty() && std::find(kinds.begin(), kinds.end(), e.kind) == kinds.end())
+                return true;
+            stopped = visit(e, text);
+            return stopped.ok();
+        },
+        msg);
+    if (!stopped) return stopped;
+    if (!ok) return Error{path + ": step " + std::to_string(step) + ": " + msg};
+    return {};
+}
+
+// Appends `e` with its own copy of its text, counting what the list holds: refused past
+// kMaxEventBytes, naming the steps being read.
+Status hold_event(std::vector<Event>& out, size_t& held, const Event& e, const SharedText& text,
+                  const std::string& path, int64_t first, int64_t last) {
+    held += sizeof(Event) + text.size() + e.payload.size();
+    if (held > SessionReader::kMaxEventBytes)
+        return Error{path + ": " +
+                     (first == last ? "step " + std::to_string(first) + " holds"
+                                    : "steps " + std::to_string(first) + " to " +
+                                          std::to_string(last) + " hold") +
+                     " more than " + std::to_string(SessionReader::kMaxEventBytes >> 20) +
+                     " MiB of events once decoded (a long text named over and over?), more than "
+                     "kvscope holds at once"};
+    out.push_back(e);
+    out.back().text = text.str();
+    return {};
 }
 }  // namespace
 
@@ -53,7 +130,12 @@ Result<std::unique_ptr<SessionReader>> SessionReader::open(const std::string& pa
     Status err;
 
     auto version = d.prepare("PRAGMA user_version");
-    if (!version) return Error{path + ": not a readable SQLite database (corrupt or truncated?)"};
+    if (!version) {
+        // A recording that did not finish, in a folder SQLite may not write beside it, is not
+        // corrupt: say where it can be opened.
+        if (Status s = check_wal_folder_writable(path, "open"); !s) return s.error();
+        return Error{path + ": not a readable SQLite database (corrupt or truncated?)"};
+    }
     if (!version->next(err))
         return Error{path +
                      ": corrupt database: " + (err.ok() ? "no version" : err.error().message)};
@@ -70,6 +152,12 @@ Result<std::unique_ptr<SessionReader>> SessionReader::open(const std::string& pa
             return Error{path + ": session is missing its '" + table + "' table"};
         }
     }
+    if (r->schema_version_ > kSessionSchemaVersion)
+        return Error{path + ": session schema version " + std::to_string(r->schema_version_) +
+                     " is newer than this kvscope understands (" +
+                     std::to_string(kSessionSchemaVersion) + "); open it with a newer kvscope"};
+    if (r->schema_version_ >= 1)
+        if (Status s = check_session_schema(d, path, r->schema_version_); !s) return s.error();
     auto meta = d.prepare("SELECT key, value FROM meta");
     if (!meta) return meta.error();
     std::string format, run_json;
@@ -81,10 +169,6 @@ Result<std::unique_ptr<SessionReader>> SessionReader::open(const std::string& pa
     if (!err.ok()) return Error{path + ": corrupt database: " + err.error().message};
     if (format != kSessionFormat)
         return Error{path + ": not a kvscope session (meta.format is '" + format + "')"};
-    if (r->schema_version_ > kSessionSchemaVersion)
-        return Error{path + ": session schema version " + std::to_string(r->schema_version_) +
-                     " is newer than this kvscope understands (" +
-                     std::to_string(kSessionSchemaVersion) + "); open it with a newer kvscope"};
     if (r->schema_version_ < 1) return Error{path + ": session has no schema version (corrupt?)"};
     if (Status s = migrate(d, r->schema_version_); !s)
         return Error{path + ": " + s.error().message};
@@ -159,7 +243,7 @@ Result<std::unique_ptr<SessionReader>> SessionReader::open(const std::string& pa
         return Error{path + ": session run info is incomplete: " + e.what()};
     }
 
-    r->strings_.assign(1, std::string());
+    r->strings_.assign(1, SharedText());
     if (Status s = r->load_tail(); !s) return s.error();
     auto ev = d.prepare("SELECT step, events FROM step WHERE step > ? AND step <= ? ORDER BY step");
     if (!ev) return ev.error();
@@ -181,7 +265,7 @@ Status SessionReader::load_tail() {
         auto id = strings->column_int(0);
         if (id != static_cast<int64_t>(strings_.size()))
             return Error{path_ + ": session string table has gaps"};
-        strings_.push_back(strings->column_text(1));
+        strings_.emplace_back(strings->column_text(1));
     }
     if (!err.ok()) return Error{path_ + ": corrupt database: " + err.error().message};
 
@@ -196,49 +280,12 @@ Status SessionReader::load_tail() {
     }
     if (!load_step_summaries_) return load_keyframes();
 
-    auto steps = d.prepare(
-        "SELECT step, first_seq, last_seq, t_begin_ns, t_end_ns, n_events, running, waiting, "
-        "swapped, "
-        "prefill_tokens, decode_tokens, blocks_used, blocks_cached, fragmentation, "
-        "internal_fragmentation, "
-        "external_fragmentation, utilization, prefix_hit_rate, step_seconds, schedule_ns, "
-        "prefill_ns, "
-        "decode_ns, attention_ns, mlp_ns, sample_ns, " +
-        std::string(schema_version_ >= 2
-                        ? "weight_bytes, kv_read_bytes, kv_written_bytes, activation_bytes, ops_ns"
-                        : "0, 0, 0, 0, 0") +
-        " FROM step WHERE step > ? ORDER BY step");
+    auto steps = d.prepare("SELECT " + step_summary_columns(schema_version_) +
+                           " FROM step WHERE step > ? ORDER BY step");
     if (!steps) return Error{path_ + ": session 'step' table has the wrong columns"};
     steps->bind_int(1, steps_.empty() ? -1 : steps_.back().step);
-    while (steps->next(err)) {
-        StepSummary s;
-        int c = 0;
-        s.step = steps->column_int(c++);
-        s.first_seq = static_cast<uint64_t>(steps->column_int(c++));
-        s.last_seq = static_cast<uint64_t>(steps->column_int(c++));
-        s.t_begin_ns = steps->column_int(c++);
-        s.t_end_ns = steps->column_int(c++);
-        s.n_events = static_cast<int32_t>(steps->column_int(c++));
-        s.running = static_cast<int32_t>(steps->column_int(c++));
-        s.waiting = static_cast<int32_t>(steps->column_int(c++));
-        s.swapped = static_cast<int32_t>(steps->column_int(c++));
-        s.prefill_tokens = static_cast<int32_t>(steps->column_int(c++));
-        s.decode_tokens = static_cast<int32_t>(steps->column_int(c++));
-        s.blocks_used = static_cast<int32_t>(steps->column_int(c++));
-        s.blocks_cached = static_cast<int32_t>(steps->column_int(c++));
-        s.fragmentation = steps->column_double(c++);
-        s.internal_fragmentation = steps->column_double(c++);
-        s.external_fragmentation = steps->column_double(c++);
-        s.utilization = steps->column_double(c++);
-        s.prefix_hit_rate = steps->column_double(c++);
-        s.step_seconds = steps->column_double(c++);
-        for (int64_t& ns : s.phase_ns)
-            ns = steps->column_int(c++);
-        for (int64_t* v : {&s.weight_bytes, &s.kv_read_bytes, &s.kv_written_bytes,
-                           &s.activation_bytes, &s.ops_ns})
-            *v = steps->column_int(c++);
-        steps_.push_back(s);
-    }
+    while (steps->next(err))
+        steps_.push_back(read_step_summary(*steps));
     if (!err.ok()) return Error{path_ + ": corrupt database: " + err.error().message};
     return load_keyframes();
 }
@@ -262,25 +309,27 @@ Status SessionReader::apply_steps(TimelineState& state, int64_t after, int64_t u
     q.bind_int(1, after);
     q.bind_int(2, up_to);
     Status err;
-    std::vector<Event> events;
     while (q.next(err)) {
         int64_t step = q.column_int(0);
         size_t n = 0;
         const uint8_t* blob = q.column_blob(1, n);
-        events.clear();
-        std::string msg;
-        if (!decode_events(blob, n, 0, step, strings_, events, msg))
-            return Error{path_ + ": step " + std::to_string(step) + ": " + msg};
-        for (const Event& e : events) {
-            // A state built from events out of order or with some missing would be wrong
-            // without looking wrong; `check` lists every such place.
-            if (e.seq_no != state.last_seq_no + 1)
-                return Error{path_ + ": step " + std::to_string(step) + ": event " +
-                             std::to_string(e.seq_no) + " follows " +
-                             std::to_string(state.last_seq_no) +
-                             ": the session's events are out of order or missing (`kvscope "
-                             "check` lists the problems)"};
-            state.apply(e);
+        Status s = visit_step_events(
+            path_, step, blob, n, strings_, {},
+            [&](const Event& e, const SharedText& text) -> Status {
+                // A state built from events out of order or with some missing would be wrong
+                // without looking wrong; `check` lists every such place.
+                if (e.seq_no != state.last_seq_no + 1)
+                    return Error{path_ + ": step " + std::to_string(step) + ": event " +
+                                 std::to_string(e.seq_no) + " follows " +
+                                 std::to_string(state.last_seq_no) +
+                                 ": the session's events are out of order or missing (`kvscope "
+                                 "check` lists the problems)"};
+                state.apply(e, text);
+                return {};
+            });
+        if (!s) {
+            q.reset();
+            return s;
         }
         state.step = std::max(state.step, step);
     }
@@ -330,29 +379,59 @@ Result<std::vector<uint8_t>> SessionReader::keyframe_blob(int64_t step) {
     return std::vector<uint8_t>(p, p + n);
 }
 
-Result<std::vector<Event>> SessionReader::events(int64_t first, int64_t last,
-                                                 const std::vector<EventKind>& kinds) {
+Status SessionReader::for_each_event(int64_t first, int64_t last,
+                                     const std::vector<EventKind>& kinds, const EventVisit& visit) {
     auto q = impl_->db.prepare(
         "SELECT step, events FROM step WHERE step >= ? AND step <= ? ORDER BY step");
     if (!q) return q.error();
     q->bind_int(1, first);
     q->bind_int(2, last);
     Status err;
-    std::vector<Event> out, step_events;
     while (q->next(err)) {
         size_t n = 0;
         int64_t step = q->column_int(0);
         const uint8_t* blob = q->column_blob(1, n);
-        step_events.clear();
-        std::string msg;
-        if (!decode_events(blob, n, 0, step, strings_, step_events, msg))
-            return Error{path_ + ": step " + std::to_string(step) + ": " + msg};
-        for (Event& e : step_events)
-            if (kinds.empty() || std::find(kinds.begin(), kinds.end(), e.kind) != kinds.end())
-                out.push_back(std::move(e));
+        if (Status s = visit_step_events(path_, step, blob, n, strings_, kinds, visit); !s)
+            return s;
     }
     if (!err.ok()) return Error{path_ + ": corrupt database: " + err.error().message};
+    return {};
+}
+
+Result<std::vector<Event>> SessionReader::events(int64_t first, int64_t last,
+                                                 const std::vector<EventKind>& kinds) {
+    std::vector<Event> out;
+    size_t held = 0;
+    Status s = for_each_event(first, last, kinds, [&](const Event& e, const SharedText& text) {
+        return hold_event(out, held, e, text, path_, first, last);
+    });
+    if (!s) return s.error();
     return out;
+}
+
+Status SessionReader::for_each_step(const std::vector<EventKind>& kinds, const StepVisit& visit) {
+    auto q = impl_->db.prepare("SELECT " + step_summary_columns(schema_version_) +
+                               ", events FROM step ORDER BY step");
+    if (!q) return Error{path_ + ": session 'step' table has the wrong columns"};
+    Status err;
+    std::vector<Event> events;
+    while (q->next(err)) {
+        const StepSummary step = read_step_summary(*q);
+        size_t n = 0, held = 0;
+        const uint8_t* blob = q->column_blob(kStepSummaryColumns, n);
+        events.clear();
+        if (!kinds.empty()) {
+            Status s = visit_step_events(path_, step.step, blob, n, strings_, kinds,
+                                         [&](const Event& e, const SharedText& text) {
+                                             return hold_event(events, held, e, text, path_,
+                                                               step.step, step.step);
+                                         });
+            if (!s) return s;
+        }
+        if (Status v = visit(step, events); !v) return v;
+    }
+    if (!err.ok()) return Error{path_ + ": corrupt database: " + err.error().message};
+    return {};
 }
 
 Result<std::vector<AttentionRow>> SessionReader::attention(int32_t request, int32_t layer,

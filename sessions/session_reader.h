@@ -5,12 +5,14 @@
 // from the previous seek when scrubbing forward).
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "base/result.h"
+#include "base/shared_text.h"
 #include "sessions/step_summary.h"
 #include "sessions/timeline_state.h"
 
@@ -45,9 +47,23 @@ class SessionReader {
 
     // State at the end of `step` (clamped into the run). Errors for corrupt data.
     Result<const TimelineState*> state_at(int64_t step);
-    // Events of the steps in [first, last], of the given kinds (all kinds when empty).
+    // Events of the steps in [first, last], of the given kinds (all kinds when empty), each
+    // with its own copy of its text. Refused, saying so, past kMaxEventBytes: a long text named
+    // many times would otherwise be copied as often. Whole runs are read with for_each_event.
     Result<std::vector<Event>> events(int64_t first, int64_t last,
                                       const std::vector<EventKind>& kinds = {});
+    static constexpr size_t kMaxEventBytes = size_t{256} << 20;
+    // The same one event at a time, its text the session's shared copy (e.text empty): memory
+    // stays at one event however many the steps hold. An error from `visit` stops the walk and
+    // is returned.
+    using EventVisit = std::function<Status(const Event& e, const SharedText& text)>;
+    Status for_each_event(int64_t first, int64_t last, const std::vector<EventKind>& kinds,
+                          const EventVisit& visit);
+    // Every step in order, its summary and its events of `kinds` (as events() gives them; none
+    // when `kinds` is empty), one step at a time: what an export of any length holds at once is
+    // one step.
+    using StepVisit = std::function<Status(const StepSummary& step, std::vector<Event>& events)>;
+    Status for_each_step(const std::vector<EventKind>& kinds, const StepVisit& visit);
     // Captured attention rows of one request / layer / head recorded in steps
     // (after_step, up_to_step], in step order (a recomputed row comes after the first).
     Result<std::vector<AttentionRow>> attention(int32_t request, int32_t layer, int32_t head,
@@ -61,7 +77,7 @@ class SessionReader {
     // Keyframes as (step, seq) pairs.
     const std::vector<std::pair<int64_t, uint64_t>>& keyframes() const { return keyframes_; }
     Result<std::vector<uint8_t>> keyframe_blob(int64_t step);
-    const std::vector<std::string>& strings() const { return strings_; }
+    const std::vector<SharedText>& strings() const { return strings_; }
 
   private:
     struct Impl;
@@ -78,7 +94,7 @@ class SessionReader {
     int64_t first_step_ = 0, last_step_ = -1;
     std::vector<StepSummary> steps_;
     std::vector<std::pair<int64_t, uint64_t>> keyframes_;
-    std::vector<std::string> strings_;
+    std::vector<SharedText> strings_;
     std::optional<TimelineState> cursor_;
 };
 

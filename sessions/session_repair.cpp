@@ -7,8 +7,10 @@
 
 #include "base/file_lock.h"
 #include "base/input_file.h"
+#include "sessions/schema_check.h"
 #include "sessions/session_schema.h"
 #include "sessions/sqlite_util.h"
+#include "sessions/wal_file.h"
 
 namespace kvscope {
 
@@ -21,6 +23,10 @@ Result<RepairReport> repair_session(const std::string& path) {
         if (::read(fd->get(), magic, 16) != 16 || std::string(magic, 15) != "SQLite format 3")
             return Error{path + ": not a kvscope session (not an SQLite file)"};
     }
+    // Before SQLite opens the file: it would fold in another database's log or delete it, and
+    // it writes beside the file to open it at all.
+    if (Status s = check_wal_belongs(path); !s) return s.error();
+    if (Status s = check_wal_folder_writable(path, "repair"); !s) return s.error();
     auto lock = lock_file(path, /*create=*/false);
     if (!lock) {
         if (lock.error().message.find("another kvscope") != std::string::npos)
@@ -29,7 +35,7 @@ Result<RepairReport> repair_session(const std::string& path) {
     }
     RepairReport rep;
     std::error_code ec;
-    std::string wal = path + "-wal";
+    std::string wal = wal_path(path);
     if (std::filesystem::exists(wal, ec)) {
         rep.had_wal = true;
         rep.wal_bytes = static_cast<long long>(std::filesystem::file_size(wal, ec));
@@ -45,6 +51,11 @@ Result<RepairReport> repair_session(const std::string& path) {
                      (err.ok() ? std::string("its tables are missing") : err.error().message) +
                      ")"};
     tables.value() = {};
+    auto version = db.prepare("PRAGMA user_version");
+    if (!version || !version->next(err)) return db.error("cannot read its schema version");
+    if (Status s = check_session_schema(db, path, static_cast<int32_t>(version->column_int(0))); !s)
+        return s.error();
+    version.value() = {};
     {
         auto index = db.prepare(
             "SELECT count(*) FROM sqlite_master WHERE type='index' AND name='attention_by_row'");

@@ -45,6 +45,10 @@ void set_entry(RequestState& r, int32_t logical, int32_t block) {
 }  // namespace
 
 void TimelineState::apply(const Event& e) {
+    apply(e, SharedText(e.text));
+}
+
+void TimelineState::apply(const Event& e, const SharedText& text) {
     step = std::max(step, e.step);
     last_seq_no = std::max(last_seq_no, e.seq_no);
     auto req = [&]() -> RequestState& {
@@ -55,7 +59,7 @@ void TimelineState::apply(const Event& e) {
     switch (e.kind) {
         case EventKind::kRequestArrive: {
             RequestState& r = req();
-            r.name = e.text;
+            r.name = text;
             r.prompt_len = e.a;
             r.max_tokens = e.b;
             r.phase = RequestPhase::kWaiting;
@@ -80,7 +84,7 @@ void TimelineState::apply(const Event& e) {
                 r.token_text.emplace_back();
             }
             r.token_ids[pos] = e.b;
-            r.token_text[pos] = e.text;
+            r.token_text[pos] = text;
             break;
         }
         case EventKind::kBlockAlloc:
@@ -152,7 +156,7 @@ void TimelineState::apply(const Event& e) {
             req().phase = RequestPhase::kRunning;
             break;
         case EventKind::kMetric:
-            metrics[e.text] = e.value;
+            metrics[text.str()] = e.value;
             break;
         case EventKind::kKvStored: {
             if (!valid_block(*this, e.block) || attached.empty()) break;
@@ -268,8 +272,9 @@ std::vector<uint8_t> TimelineState::serialize() const {
         put(body, r.token_ids.size());
         for (int32_t t : r.token_ids)
             put_signed(body, t);
+        static const std::string no_text;
         for (size_t t = 0; t < r.token_ids.size(); ++t)
-            put(body, strings.id(t < r.token_text.size() ? r.token_text[t] : std::string()));
+            put(body, strings.id(t < r.token_text.size() ? r.token_text[t].str() : no_text));
         put_signed(body, r.preemptions);
         put_signed(body, r.arrival_step);
         put_signed(body, r.finish_step);
@@ -340,14 +345,15 @@ std::optional<TimelineState> TimelineState::deserialize(const std::vector<uint8_
     s.last_seq_no = seq;
     size_t n_strings = 0;
     in.get_count(n_strings);
-    std::vector<std::string> strings(n_strings);
-    for (std::string& t : strings) {
+    // Shared: a text named by many tokens is held once, as in the session (SharedText).
+    std::vector<SharedText> strings(n_strings);
+    for (SharedText& t : strings) {
         size_t len = 0;
         if (!in.get_count(len)) break;
-        t.assign(reinterpret_cast<const char*>(in.p), len);
+        t = std::string(reinterpret_cast<const char*>(in.p), len);
         in.p += len;
     }
-    auto text = [&](std::string& dst) {
+    auto text = [&](auto& dst) {
         uint64_t id = 0;
         if (!in.get(id) || id >= strings.size()) return in.ok = false;
         dst = strings[id];
@@ -405,7 +411,7 @@ std::optional<TimelineState> TimelineState::deserialize(const std::vector<uint8_
         q.token_text.resize(n);
         for (int32_t& t : q.token_ids)
             in.get_i32(t);
-        for (std::string& t : q.token_text)
+        for (SharedText& t : q.token_text)
             text(t);
         in.get_i32(q.preemptions);
         in.get_signed(q.arrival_step);
@@ -417,11 +423,11 @@ std::optional<TimelineState> TimelineState::deserialize(const std::vector<uint8_
     size_t n_metrics = 0;
     in.get_count(n_metrics);
     for (size_t k = 0; k < n_metrics && in.ok; ++k) {
-        std::string name;
+        SharedText name;
         double v = 0;
         text(name);
         in.bytes(&v, 8);
-        s.metrics[name] = v;
+        s.metrics[name.str()] = v;
     }
     if (version >= 4) {
         size_t n_attached = 0;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/shared_text.h"
 #include "probes/event.h"
 #include "probes/memory_bandwidth.h"
 
@@ -81,15 +82,17 @@ struct AttachedBlock {
 enum class RequestPhase : uint8_t { kWaiting, kRunning, kSwapped, kFinished, kRejected };
 const char* request_phase_name(RequestPhase p);
 
+// Texts (the name, the token pieces) are shared with the session's string table and with every
+// other state and event naming them: a run whose tokens all name one long string holds it once.
 struct RequestState {
     int32_t index = -1;
-    std::string name;
+    SharedText name;
     RequestPhase phase = RequestPhase::kWaiting;
     int32_t prompt_len = 0;
     int32_t max_tokens = 0;
     std::vector<int32_t> block_table;  // logical -> physical; -1 for a hole
     std::vector<int32_t> token_ids;    // prompt, then generated
-    std::vector<std::string> token_text;
+    std::vector<SharedText> token_text;
     int32_t preemptions = 0;
     int64_t arrival_step = 0;
     int64_t finish_step = -1;
@@ -108,6 +111,9 @@ struct TimelineState {
 
     explicit TimelineState(const RunInfo& run_info = {});
     void apply(const Event& e);
+    // The same with the event's text given as a shared copy (what a session reader decodes:
+    // e.text is then empty and not read).
+    void apply(const Event& e, const SharedText& text);
 
     int32_t blocks_used() const;
     int32_t blocks_cached() const;

@@ -171,6 +171,19 @@ void place(const char*, float x, float y, float w, float h) {
     ImGui::SetNextWindowSize(ImVec2(w, h), ImGuiCond_FirstUseEver);
 }
 
+// [SECTION] Outputs ------------------------------------------------------------------------------
+// The rules for every file the window writes (--screenshot, --frame-stats, a script's
+// screenshot and dump): the same for all, so a script cannot do what a flag may not. An existing
+// file is replaced only with --force, and never a file the command reads: the sessions shown
+// (one dropped on the window too), the script, a live run's model and workload.
+OutputRules output_rules(const WindowOptions& o, const UiContext* ctx) {
+    OutputRules rules{.force = o.force, .inputs = o.inputs};
+    rules.inputs.insert(rules.inputs.end(), {o.replay_path, o.compare_path, o.script_path});
+    if (ctx && ctx->session) rules.inputs.push_back(ctx->session->path());
+    if (ctx && ctx->compare) rules.inputs.push_back(ctx->compare->path());
+    return rules;
+}
+
 // [SECTION] Screenshot ---------------------------------------------------------------------------
 // The rectangle (x, y from the top left, w, h) of a panel's window, clipped to the framebuffer.
 bool panel_rect(const std::string& name, int fb_w, int fb_h, int r[4]) {
@@ -188,7 +201,8 @@ bool panel_rect(const std::string& name, int fb_w, int fb_h, int r[4]) {
 }
 
 // Writes the rectangle `rect` (x, y from the top left, w, h) of the framebuffer.
-Status write_screenshot(const std::string& path, bool force, int fb_h, const int rect[4]) {
+Status write_screenshot(const std::string& path, const OutputRules& rules, int fb_h,
+                        const int rect[4]) {
     int x = rect[0], w = rect[2], h = rect[3];
     int gl_y = fb_h - rect[1] - h;  // GL rows count from the bottom
     std::vector<unsigned char> pixels(static_cast<size_t>(w) * h * 4);
@@ -206,7 +220,7 @@ Status write_screenshot(const std::string& path, bool force, int fb_h, const int
     };
     if (stbi_write_png_to_func(append, &png, w, h, 4, flipped.data(), w * 4) == 0)
         return Error{"cannot encode the screenshot for " + path};
-    return write_output_file(path, png, {.force = force});
+    return write_output_file(path, png, rules);
 }
 
 // [SECTION] Frame stats --------------------------------------------------------------------------
@@ -260,7 +274,7 @@ std::string frame_stats_json(const std::vector<FrameSample>& frames) {
 
 // Writes the frame (or only `panel`'s window, when named) to `path`; returns the exit status:
 // 0, 1 when the file cannot be written, 2 when there is no such panel.
-int shoot(const std::string& path, bool force, const std::string& panel, int w, int h,
+int shoot(const std::string& path, const OutputRules& rules, const std::string& panel, int w, int h,
           bool announce) {
     int rect[4] = {0, 0, w, h};
     if (!panel.empty() && !panel_rect(panel, w, h, rect)) {
@@ -268,7 +282,7 @@ int shoot(const std::string& path, bool force, const std::string& panel, int w, 
                      terminal_safe(panel).c_str());
         return 2;
     }
-    if (Status s = write_screenshot(path, force, h, rect); !s) {
+    if (Status s = write_screenshot(path, rules, h, rect); !s) {
         std::fprintf(stderr, "kvscope: error: %s\n", terminal_safe(s.error().message).c_str());
         return 1;
     }
@@ -394,7 +408,8 @@ std::string window_report(UiContext& ctx, int w, int h) {
 }
 
 // Runs one script command; returns false at `quit`.
-bool run_script_command(UiContext& ctx, Script& s, int w, int h, std::string& error) {
+bool run_script_command(UiContext& ctx, const WindowOptions& o, Script& s, int w, int h,
+                        std::string& error) {
     if (s.wait > 0) {
         --s.wait;
         return true;
@@ -490,7 +505,8 @@ bool run_script_command(UiContext& ctx, Script& s, int w, int h, std::string& er
     } else if (cmd == "dump") {
         std::string path;
         std::getline(in >> std::ws, path);
-        if (Status d = write_output_file(path, window_report(ctx, w, h), {.force = true}); !d) {
+        if (Status d = write_output_file(path, window_report(ctx, w, h), output_rules(o, &ctx));
+            !d) {
             error = d.error().message;
             return false;
         }
@@ -612,8 +628,7 @@ Status check_display() {
 int run_window(const WindowOptions& o) {
     for (const std::string* out : {&o.screenshot_path, &o.frame_stats_path}) {
         if (out->empty()) continue;
-        Status s = check_output_path(
-            *out, {.force = o.force, .inputs = {o.replay_path, o.compare_path, o.script_path}});
+        Status s = check_output_path(*out, output_rules(o, nullptr));
         if (!s) {
             std::fprintf(stderr, "kvscope: error: %s\n", terminal_safe(s.error().message).c_str());
             return 1;
@@ -709,7 +724,7 @@ int run_window(const WindowOptions& o) {
         glfwGetFramebufferSize(window, &w, &h);
         bool keep_going = true;
         if (!o.script_path.empty())
-            keep_going = run_script_command(ctx, script, w, h, script_error);
+            keep_going = run_script_command(ctx, o, script, w, h, script_error);
         if (!headless) handle_keys(ctx);
         // Live: advance while playing; the cursor follows the newest step unless moved back.
         auto now = std::chrono::steady_clock::now();
@@ -762,10 +777,11 @@ int run_window(const WindowOptions& o) {
             std::string path = script.lines[script.next - 1].substr(8);
             std::string panel = path.substr(path.find('\t') + 1);
             path.resize(path.find('\t'));
-            if ((status = shoot(path, o.force, panel, w, h, false)) != 0) break;
+            if ((status = shoot(path, output_rules(o, &ctx), panel, w, h, false)) != 0) break;
         }
         if (!o.screenshot_path.empty() && frame >= o.frames) {
-            status = shoot(o.screenshot_path, o.force, o.crop_to_panel ? o.panel : "", w, h, true);
+            status = shoot(o.screenshot_path, output_rules(o, &ctx), o.crop_to_panel ? o.panel : "",
+                           w, h, true);
             break;
         }
         glfwSwapBuffers(window);
@@ -779,7 +795,7 @@ int run_window(const WindowOptions& o) {
     }
     if (!o.frame_stats_path.empty()) {
         Status s = write_output_file(o.frame_stats_path, frame_stats_json(frame_stats),
-                                     {.force = o.force});
+                                     output_rules(o, &ctx));
         if (!s) {
             std::fprintf(stderr, "kvscope: error: %s\n", terminal_safe(s.error().message).c_str());
             status = 1;

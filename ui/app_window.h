@@ -6,6 +6,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ui/controller.h"
 
@@ -37,7 +38,10 @@ struct WindowOptions {
     // render it (GL, to glFinish), draw calls, vertices; how a frame's cost is measured without
     // a profiler, and what the README's responsiveness numbers come from.
     std::string frame_stats_path;
-    bool force = false;  // screenshots and frame stats may replace files that exist
+    bool force = false;  // screenshots, dumps and frame stats may replace files that exist
+    // Files the command reads besides the sessions and the script (a live run's model and
+    // workload): never written over, whatever the window is asked to write.
+    std::vector<std::string> inputs;
 };
 
 // Whether a window can be opened here: the error says why not (no display...) in one line.

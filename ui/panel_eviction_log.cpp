@@ -152,7 +152,7 @@ void draw_eviction_log_panel(UiContext& ctx) {
         if (!show[group]) continue;
         if (!ctx.view.eviction_filter.empty()) {
             std::string name = e.request >= 0 && ctx.state && ctx.state->requests.count(e.request)
-                                   ? ctx.state->requests.at(e.request).name
+                                   ? ctx.state->requests.at(e.request).name.str()
                                    : "";
             if (name.find(ctx.view.eviction_filter) == std::string::npos) continue;
         }
@@ -191,7 +191,7 @@ void draw_eviction_log_panel(UiContext& ctx) {
                 ImGui::TableNextColumn();
                 std::string name =
                     e.request >= 0 && ctx.state && ctx.state->requests.count(e.request)
-                        ? ctx.state->requests.at(e.request).name
+                        ? ctx.state->requests.at(e.request).name.str()
                         : (e.request >= 0 ? std::string("#").append(std::to_string(e.request))
                                           : std::string("-"));
                 ImGui::TextUnformatted(name.c_str());

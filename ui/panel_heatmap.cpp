@@ -54,7 +54,7 @@ void draw_heatmap_panel(UiContext& ctx, Side side) {
     };
     if (!main) {
         text_disabled_wrapped("request " +
-                              (it != s->requests.end() ? it->second.name : std::string("-")) +
+                              (it != s->requests.end() ? it->second.name.str() : std::string("-")) +
                               ", layer " + std::to_string(v.heat_layer) + ", head " +
                               std::to_string(v.heat_head) + ": as picked on the left");
     } else {
@@ -340,7 +340,7 @@ void draw_heatmap_panel(UiContext& ctx, Side side) {
                       ? static_cast<float>(row->probs[static_cast<size_t>(hk)]) / 255.0f
                       : 0.0f;
         auto text = [&](int pos) {
-            return pos < req.num_tokens() ? req.token_text[static_cast<size_t>(pos)]
+            return pos < req.num_tokens() ? req.token_text[static_cast<size_t>(pos)].str()
                                           : std::string("?");
         };
         float x = origin.x + (static_cast<float>(hk) - pan_x + 0.5f) * px_per_pos;

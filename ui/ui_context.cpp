@@ -91,7 +91,8 @@ void UiContext::update_compare_state() {
                 aligned_key_ = key;
                 aligned_step_ = first_step_with_tokens(*compare, sel->name, sel->num_tokens());
             }
-            std::string what = sel->name + " at " + std::to_string(sel->num_tokens()) + " tokens";
+            std::string what =
+                sel->name.str() + " at " + std::to_string(sel->num_tokens()) + " tokens";
             if (aligned_step_ < 0) {
                 compare_note = what + ": not reached on the right.";
                 return;

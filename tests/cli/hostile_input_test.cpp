@@ -142,15 +142,22 @@ TEST(Hostile, TheSecondRecorderOnAPathIsRefusedAndTheFirstKeepsItsFile) {
     EXPECT_FALSE(fs::exists(path + ".part"));
 }
 
+// Records `workload` to `path` and kills the run (SIGKILL) once its log is being written: what a
+// crash leaves, "<path>.part" and its "-wal".
+void crash_a_recording(const std::string& path, const std::string& workload) {
+    int pid = test::start_command({test::kvscope_binary(), "run", "--workload", workload,
+                                   "--record", path, "--threads", "1"});
+    bool logging = wait_for(path + ".part-wal");
+    if (logging) std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    kill(pid, SIGKILL);
+    EXPECT_EQ(test::wait_command(pid), 128 + SIGKILL);
+    ASSERT_TRUE(logging) << "the recording never wrote its log";
+}
+
 TEST(Hostile, ARecordingCutShortIsKeptUntilRepairedOrDiscardedOnPurpose) {
     std::string dir = test::temp_dir(), path = dir + "/cut.kvs";
     std::string w = slow_workload(dir);
-    int pid = test::start_command(
-        {test::kvscope_binary(), "run", "--workload", w, "--record", path, "--threads", "1"});
-    ASSERT_TRUE(wait_for(path + ".part-wal"));
-    std::this_thread::sleep_for(std::chrono::milliseconds(800));
-    kill(pid, SIGKILL);
-    ASSERT_EQ(test::wait_command(pid), 128 + SIGKILL);
+    ASSERT_NO_FATAL_FAILURE(crash_a_recording(path, w));
     // A new recording to the same path does not destroy what the killed one left.
     expect_refused(kvscope({"run", "--workload", w, "--record", path}),
                    "is left from a recording that did not finish", "recording over a leftover");
@@ -423,6 +430,85 @@ TEST(Hostile, BenchCpuRunsItsTestsAndRefusesBadOnes) {
     auto too_long = kvscope({"bench", "cpu", "--tests", "pp999999"});
     EXPECT_EQ(too_long.exit_code, 1) << too_long.err;
     EXPECT_NE(too_long.err.find("tokens of context"), std::string::npos) << too_long.err;
+}
+
+}  // namespace
+}  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+// Every output of every command is a regular file or a new name: a FIFO nobody reads would
+// block the open forever, a device would swallow the bytes. Refused by name, at once, like
+// inputs; the FIFO is left as it was.
+TEST(Hostile, OutputsThatAreNotRegularFilesAreRefusedInsteadOfBlocking) {
+    std::string dir = test::temp_dir(), fifo = dir + "/pipe";
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    auto session = test::source_file("assets/sessions/sample-chat.kvs");
+    ASSERT_TRUE(session);
+    std::string w = test::write_file(dir + "/w.jsonl", "{\"prompt_ids\":[1,2],\"max_tokens\":2}\n");
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"export", *session, "--format", "csv", "--out", fifo},
+          {"export", *session, "--format", "perfetto", "--out", fifo, "--force"},
+          {"workload", "--requests", "2", "--out", fifo},
+          {"run", "--workload", w, "--summary-json", fifo},
+          {"run", "--workload", w, "--record", fifo, "--force"}}) {
+        auto r = kvscope(args, 30);
+        EXPECT_NE(r.exit_code, -2) << args[0] << " blocked on a FIFO";
+        expect_refused(r, "cannot write " + fifo + ": it is a FIFO", args[0] + " " + args[3]);
+    }
+    struct stat st {};
+    ASSERT_EQ(lstat(fifo.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISFIFO(st.st_mode));
+    expect_refused(kvscope({"export", *session, "--format", "csv", "--out", "/dev/null"}, 30),
+                   "it is a device", "export to a device");
+}
+
+// A symbolic link that names nothing is still something at that name: replaced only with
+// --force (the link, never the file it would name), like a file.
+TEST(Hostile, ADanglingSymlinkAtAnOutputIsReplacedOnlyWhenForced) {
+    std::string dir = test::temp_dir(), link = dir + "/out.csv", target = dir + "/elsewhere";
+    ASSERT_EQ(symlink(target.c_str(), link.c_str()), 0);
+    auto session = test::source_file("assets/sessions/sample-chat.kvs");
+    ASSERT_TRUE(session);
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"export", *session, "--format", "csv", "--out", link},
+          {"workload", "--requests", "2", "--out", link}}) {
+        expect_refused(kvscope(args), "is a symbolic link to nothing; pass --force", args[0]);
+        struct stat st {};
+        ASSERT_EQ(lstat(link.c_str(), &st), 0);
+        EXPECT_TRUE(S_ISLNK(st.st_mode)) << args[0] << " replaced the link";
+    }
+    auto forced = kvscope({"export", *session, "--format", "csv", "--out", link, "--force"});
+    EXPECT_EQ(forced.exit_code, 0) << forced.err;
+    struct stat st {};
+    ASSERT_EQ(lstat(link.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISREG(st.st_mode));
+    EXPECT_FALSE(fs::exists(target));
+}
+
+// A recording cut off by a crash, in a folder kvscope cannot write (here a read-only file
+// system): not corrupt, and the answer says so and names the folder, for repair and reading.
+TEST(Hostile, ACrashedRecordingInAFolderKvscopeCannotWriteIsNotCalledCorrupt) {
+    if (!can_mount()) GTEST_SKIP() << "no mount namespace here for a read-only file system";
+    std::string dir = test::temp_dir(), path = dir + "/cut.kvs";
+    std::string w = slow_workload(dir);
+    ASSERT_NO_FATAL_FAILURE(crash_a_recording(path, w));
+    std::string ro = dir + "/ro";
+    fs::create_directories(ro);
+    auto r = test::run_command(
+        {"/usr/bin/unshare", "-m", "/bin/sh", "-c",
+         "mount -t tmpfs none " + ro + " && cp " + path + ".part " + path + ".part-wal " + ro +
+             "/ && mount -o remount,ro " + ro + " && \"$0\" check --repair " + ro +
+             "/cut.kvs.part; echo repair-exit=$?",
+         test::kvscope_binary()},
+        60);
+    EXPECT_NE(r.out.find("repair-exit=1"), std::string::npos) << r.out << r.err;
+    EXPECT_NE(r.err.find("cannot repair it in folder " + ro + " (a read-only file system)"),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.err.find("corrupt database"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
 }  // namespace

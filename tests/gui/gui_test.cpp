@@ -370,7 +370,8 @@ TEST_F(Gui, ReplayOpensWhereThereIsSomethingToSee) {
     std::string script = dir_ + "/s.txt";
     auto cursor_of = [&](std::vector<std::string> args) {
         test::write_file(script, "wait 1\ndump " + dir_ + "/d.json\nquit\n");
-        args.insert(args.end(), {"--script", script});
+        // Each run replaces the previous run's dump.
+        args.insert(args.end(), {"--script", script, "--force"});
         auto r = kvscope(args);
         EXPECT_EQ(r.exit_code, 0) << r.err;
         return nlohmann::json::parse(test::read_file(dir_ + "/d.json"))["cursor"].get<int64_t>();
@@ -404,7 +405,9 @@ TEST_F(Gui, NoPanelClipsItsContentAtCommonWindowSizes) {
         std::string width = size.substr(0, size.find('x')),
                     height = size.substr(size.find('x') + 1);
         for (std::vector<std::string> args : windows) {
-            args.insert(args.end(), {"--width", width, "--height", height, "--script", script});
+            // Each window replaces the previous one's dumps.
+            args.insert(args.end(),
+                        {"--width", width, "--height", height, "--script", script, "--force"});
             auto r = kvscope(args);
             ASSERT_EQ(r.exit_code, 0) << r.err;
             for (const char* dump : {"/d0.json", "/d1.json"}) {
@@ -856,7 +859,9 @@ TEST_F(Gui, AttachedSessionShowsRanksTreesAndFindsBlocks) {
         const std::string w = size.substr(0, size.find('x')), h = size.substr(size.find('x') + 1);
         for (const char* shot : {"/plain.png", "/found.png"})  // the last size's are checked
             std::filesystem::remove(dir_ + shot);
-        auto r = kvscope({"replay", path, "--script", script, "--width", w, "--height", h});
+        // Each size replaces the previous size's dumps.
+        auto r =
+            kvscope({"replay", path, "--script", script, "--width", w, "--height", h, "--force"});
         ASSERT_EQ(r.exit_code, 0) << r.err;
         auto d0 = nlohmann::json::parse(test::read_file(dir_ + "/d0.json"));
         auto dep = d0["deployment"];
@@ -1266,6 +1271,46 @@ TEST_F(Gui, MessagesThatNamePathsOrScriptLinesAreEscaped) {
     auto missing = kvscope({"replay", *sample_, "--script", dir_ + "/no\x1b[2Jscript.txt"});
     EXPECT_NE(missing.exit_code, 0);
     EXPECT_EQ(missing.err.find('\x1b'), std::string::npos) << missing.err;
+}
+
+}  // namespace
+}  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+// A script writes under the rules the --screenshot flag does: never over the session being
+// replayed (nor the script), and over an existing file only with --force.
+TEST_F(Gui, ScriptOutputsNeverReplaceInputsOrFilesUnlessForced) {
+    const std::string session = dir_ + "/s.kvs";
+    std::filesystem::copy_file(*sample_, session);
+    const std::string bytes = test::read_file(session);
+    const std::string kept = test::write_file(dir_ + "/kept.json", "a user's file\n");
+    const std::string script = dir_ + "/s.txt";
+    struct Case {
+        std::string line, expect;
+        std::vector<std::string> extra;
+    };
+    for (const Case& c :
+         {Case{"dump " + session, "one of this command's inputs", {"--force"}},
+          Case{"screenshot " + session, "one of this command's inputs", {"--force"}},
+          Case{"dump " + script, "one of this command's inputs", {"--force"}},
+          Case{"dump " + kept, "already exists; pass --force", {}},
+          Case{"screenshot " + kept, "already exists; pass --force", {}}}) {
+        test::write_file(script, "wait 1\n" + c.line + "\nquit\n");
+        std::vector<std::string> args = {"replay", session, "--script", script};
+        args.insert(args.end(), c.extra.begin(), c.extra.end());
+        auto r = kvscope(args);
+        EXPECT_NE(r.exit_code, 0) << c.line;
+        EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.line << ": " << r.err;
+        EXPECT_EQ(test::read_file(session), bytes) << c.line;
+        EXPECT_EQ(test::read_file(kept), "a user's file\n") << c.line;
+    }
+    // Forced, a file that is not an input is replaced.
+    test::write_file(script, "wait 1\ndump " + kept + "\nquit\n");
+    auto forced = kvscope({"replay", session, "--script", script, "--force"});
+    EXPECT_EQ(forced.exit_code, 0) << forced.err;
+    EXPECT_NE(test::read_file(kept), "a user's file\n");
 }
 
 }  // namespace
