@@ -21,9 +21,14 @@ int run_check(const CheckOptions& o) {
     if (o.repair) {
         auto rep = repair_session(o.path);
         if (!rep) return fail(rep.error().message);
-        if (rep->had_wal)
+        if (rep->had_wal && rep->wal_had_frames)
             std::printf("%s: folded its write-ahead log (%.1f KiB) into the file\n", name.c_str(),
                         static_cast<double>(rep->wal_bytes) / 1024.0);
+        else if (rep->had_wal)
+            std::printf(
+                "%s: its write-ahead log (%.1f KiB) held no frame it could use (restarted "
+                "and cut off, or damaged): nothing to fold in; removed\n",
+                name.c_str(), static_cast<double>(rep->wal_bytes) / 1024.0);
         else
             std::printf("%s: no write-ahead log to fold in\n", name.c_str());
     }

@@ -25,7 +25,8 @@ Result<RepairReport> repair_session(const std::string& path) {
     }
     // Before SQLite opens the file: it would fold in another database's log or delete it, and
     // it writes beside the file to open it at all.
-    if (Status s = check_wal_belongs(path); !s) return s.error();
+    auto wal_contents = check_wal_belongs(path);
+    if (!wal_contents) return wal_contents.error();
     if (Status s = check_wal_folder_writable(path, "repair"); !s) return s.error();
     auto lock = lock_file(path, /*create=*/false);
     if (!lock) {
@@ -39,6 +40,7 @@ Result<RepairReport> repair_session(const std::string& path) {
     if (std::filesystem::exists(wal, ec)) {
         rep.had_wal = true;
         rep.wal_bytes = static_cast<long long>(std::filesystem::file_size(wal, ec));
+        rep.wal_had_frames = *wal_contents == WalContents::kFrames;
     }
     auto opened = SqliteDb::open(path, SQLITE_OPEN_READWRITE);
     if (!opened) return opened.error();

@@ -11,9 +11,10 @@
 namespace kvscope {
 
 struct RepairReport {
-    bool had_wal = false;      // a write-ahead log was there and has been folded in
-    long long wal_bytes = 0;   // its size before
-    bool added_index = false;  // the attention index was missing (cut off before close)
+    bool had_wal = false;         // a write-ahead log was there (and is gone now)
+    bool wal_had_frames = false;  // it held frames, folded in (else SQLite could use none)
+    long long wal_bytes = 0;      // its size before
+    bool added_index = false;     // the attention index was missing (cut off before close)
 };
 
 // Refuses a file another kvscope is still recording (it holds the lock).

@@ -74,14 +74,14 @@ std::string wal_path(const std::string& path) {
     return path + "-wal";
 }
 
-Status check_wal_belongs(const std::string& path) {
+Result<WalContents> check_wal_belongs(const std::string& path) {
     const std::string wal = wal_path(path);
     struct stat st {};
-    if (::lstat(wal.c_str(), &st) != 0) return {};  // no log
+    if (::lstat(wal.c_str(), &st) != 0) return WalContents::kNone;
     auto fd = open_input_file(wal, "write-ahead log");
     if (!fd) return fd.error();
     const auto size = static_cast<size_t>(st.st_size);
-    if (size == 0) return {};  // nothing to fold: SQLite starts it anew
+    if (size == 0) return WalContents::kNone;  // SQLite starts it anew
     auto foreign = [&](const std::string& why) {
         return Error{wal + " is not " + path + "'s write-ahead log (" + why +
                      "): it was left as it is and nothing was folded in; move it away to repair " +
@@ -93,28 +93,28 @@ Status check_wal_belongs(const std::string& path) {
     const uint32_t magic = big_endian(header);
     if ((magic & ~1u) != kWalMagic) return foreign("it is not an SQLite log");
     if (big_endian(header + 4) != kWalVersion) return foreign("its format version is unknown");
-    const bool big = magic & 1;
-    uint32_t sum[2] = {0, 0};
-    wal_checksum(big, header, 24, sum);
-    if (sum[0] != big_endian(header + 24) || sum[1] != big_endian(header + 28))
-        return foreign("its header's checksum does not match");
     const uint32_t page = big_endian(header + 8);
     const uint32_t db_page = database_page_size(path);
     if (page != db_page)
         return foreign("its pages are " + std::to_string(page) + " bytes, the database's " +
                        std::to_string(db_page));
-    if (size < kWalHeaderBytes + kFrameHeaderBytes + page) return {};  // no frame to fold
+    const bool big = magic & 1;
+    uint32_t sum[2] = {0, 0};
+    wal_checksum(big, header, 24, sum);
+    if (sum[0] != big_endian(header + 24) || sum[1] != big_endian(header + 28))
+        return WalContents::kUnused;
+    if (size < kWalHeaderBytes + kFrameHeaderBytes + page) return WalContents::kUnused;
     std::vector<uint8_t> frame(kFrameHeaderBytes + page);
     if (!read_at(fd->get(), frame.data(), frame.size(), kWalHeaderBytes))
         return foreign("its first frame cannot be read");
     if (big_endian(frame.data() + 8) != big_endian(header + 16) ||
         big_endian(frame.data() + 12) != big_endian(header + 20))
-        return foreign("its frames' salts do not match its header's");
+        return WalContents::kUnused;
     wal_checksum(big, frame.data(), 8, sum);
     wal_checksum(big, frame.data() + kFrameHeaderBytes, page, sum);
     if (sum[0] != big_endian(frame.data() + 16) || sum[1] != big_endian(frame.data() + 20))
-        return foreign("its first frame's checksum does not match");
-    return {};
+        return WalContents::kUnused;
+    return WalContents::kFrames;
 }
 
 Status check_wal_folder_writable(const std::string& path, const std::string& verb) {

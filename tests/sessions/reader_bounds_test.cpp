@@ -37,8 +37,9 @@ void expect_bounded(const test::CommandResult& r, const std::string& what, bool 
     EXPECT_NE(r.exit_code, -2) << what << " hung";
     EXPECT_EQ(r.err.find("out of memory"), std::string::npos) << what << ": " << r.err;
     EXPECT_EQ(r.err.find("bad_alloc"), std::string::npos) << what << ": " << r.err;
-    if (r.exit_code != 0 && one_line)
+    if (r.exit_code != 0 && one_line) {
         EXPECT_LE(std::count(r.err.begin(), r.err.end(), '\n'), 1) << what << ": " << r.err;
+    }
 }
 
 void sql(const std::string& path, const std::string& statement) {
@@ -294,39 +295,50 @@ TEST_F(ReaderBounds, SchemaTricksAreRefusedBeforeAnythingIsRead) {
 }
 
 // The write-ahead log of a database in WAL mode, copied out while it is open.
-std::string wal_of_new_database(const std::string& path) {
+std::string wal_of_new_database(const std::string& path, int page_size = 8192) {
     sqlite3* db = nullptr;
     EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-    EXPECT_EQ(sqlite3_exec(db,
-                           "PRAGMA page_size=8192; PRAGMA journal_mode=WAL; PRAGMA "
-                           "wal_autocheckpoint=0; CREATE TABLE t(x); INSERT INTO t "
-                           "VALUES(randomblob(20000));",
-                           nullptr, nullptr, nullptr),
-              SQLITE_OK);
+    const std::string setup = "PRAGMA page_size=" + std::to_string(page_size) +
+                              "; PRAGMA journal_mode=WAL; PRAGMA wal_autocheckpoint=0; CREATE "
+                              "TABLE t(x); INSERT INTO t VALUES(randomblob(20000));";
+    EXPECT_EQ(sqlite3_exec(db, setup.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
     std::string wal = test::read_file(path + "-wal");
     sqlite3_close(db);
     return wal;
 }
 
-// A log beside a session whose frames are not its header's (another database's, spliced or
-// damaged): SQLite would fold nothing in and delete it, and repair said it had folded it.
-TEST_F(ReaderBounds, RepairLeavesAWriteAheadLogOfAnotherDatabaseAlone) {
+// A log beside a session whose frames are not its header's (spliced from two, damaged, or
+// restarted and cut off before its first frame): SQLite folds none of it in, and repair said it
+// had folded it. Now it says it held nothing usable, and the file is unchanged. A log of pages of
+// another size (another database's) is left alone, and nothing is done.
+TEST_F(ReaderBounds, RepairSaysWhatAWriteAheadLogHeldAndLeavesAnotherDatabasesAlone) {
     std::string path = copy_of_sample("wal.kvs");
     const std::string a = wal_of_new_database(dir_ + "/a.db"),
-                      b = wal_of_new_database(dir_ + "/b.db");
+                      b = wal_of_new_database(dir_ + "/b.db"),
+                      small = wal_of_new_database(dir_ + "/small.db", 4096);
     ASSERT_GT(a.size(), 32u);
     ASSERT_GT(b.size(), 32u);
-    const std::string foreign = a.substr(0, 32) + b.substr(32);
-    test::write_file(path + "-wal", foreign);
     const std::string before = test::read_file(path);
+    // Pages of 4 KiB beside a session of 8 KiB pages: another database's, left alone.
+    test::write_file(path + "-wal", small);
+    auto other = kvscope_limited({"check", "--repair", path});
+    expect_bounded(other, "check --repair");
+    EXPECT_EQ(other.exit_code, 1) << other.out;
+    EXPECT_EQ(other.out.find("folded"), std::string::npos) << other.out;
+    EXPECT_NE(other.err.find("is not " + path + "'s write-ahead log"), std::string::npos)
+        << other.err;
+    EXPECT_NE(other.err.find("pages are 4096 bytes"), std::string::npos) << other.err;
+    EXPECT_EQ(test::read_file(path + "-wal"), small);
+    EXPECT_EQ(test::read_file(path), before);
+    // Spliced: a's header, b's frames (pages of the session's size): only the salts tell.
+    const std::string spliced = a.substr(0, 32) + b.substr(32);
+    test::write_file(path + "-wal", spliced);
     auto r = kvscope_limited({"check", "--repair", path});
     expect_bounded(r, "check --repair");
-    EXPECT_EQ(r.exit_code, 1) << r.out;
-    EXPECT_EQ(r.out.find("folded"), std::string::npos) << r.out;
-    EXPECT_NE(r.err.find("is not " + path + "'s write-ahead log"), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find("salts do not match"), std::string::npos) << r.err;
-    EXPECT_EQ(test::read_file(path + "-wal"), foreign);
-    EXPECT_EQ(test::read_file(path), before);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out.find("folded its"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("held no frame it could use"), std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(path + "-wal"));
     // Its own log, as a crash leaves it, is still folded in.
     fs::remove(path + "-wal");
     sql(path, "PRAGMA journal_mode=WAL");
