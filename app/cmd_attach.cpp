@@ -7,6 +7,7 @@
 
 #include "app/attach_session.h"
 #include "app/commands.h"
+#include "app/number_flag.h"
 #include "app/progress_line.h"
 #include "app/stop_signal.h"
 #ifdef KVSCOPE_HAVE_GUI
@@ -113,7 +114,7 @@ Command register_attach(CLI::App& cli) {
     sub->add_option("--topic", f.topic, "Subscribe to this topic (a prefix; default: all)");
     sub->add_option("--record", f.record, "Record to a session file (.kvs)");
     sub->add_option("--duration", f.duration, "Stop after this many seconds (default: Ctrl-C)")
-        ->check(CLI::Range(0.0, 1e7));
+        ->check(finite_number(0, 1e7));
     sub->add_option("--summary-json", f.summary_json, "Write per-publisher counts as JSON here");
     sub->add_option("--blocks-per-rank", f.blocks_per_rank,
                     "Most blocks tracked per publisher at once (the session's pool share)")

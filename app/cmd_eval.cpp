@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "app/backend_flag.h"
 #include "app/commands.h"
@@ -38,12 +37,19 @@ struct EvalOptions {
     bool json = false;
 };
 
-std::vector<std::string> split_list(const std::string& text) {
+// "a,b,c" as its items. An empty item (",,,", "25%,", "") names no setting and is refused:
+// skipping it left eval running the full cache alone.
+Result<std::vector<std::string>> split_list(const std::string& flag, const std::string& text) {
     std::vector<std::string> out;
-    std::stringstream in(text);
-    for (std::string item; std::getline(in, item, ',');)
-        if (!item.empty()) out.push_back(item);
-    return out;
+    for (size_t start = 0;;) {
+        const size_t comma = text.find(',', start);
+        out.push_back(text.substr(start, comma == std::string::npos ? comma : comma - start));
+        if (out.back().empty())
+            return Error{flag + " " + quote_for_message(text) +
+                         " has an empty item: give its values separated by single commas"};
+        if (comma == std::string::npos) return out;
+        start = comma + 1;
+    }
 }
 
 struct Row {
@@ -57,17 +63,22 @@ struct Row {
 Result<std::vector<Row>> plan_rows(const EvalOptions& o) {
     std::vector<Row> rows;
     rows.push_back({"none", "full", "f32", {}, {}, 1.0});
-    for (const std::string& dtype : split_list(o.dtypes)) {
+    auto dtypes = split_list("--kv-dtype", o.dtypes);
+    auto policies = split_list("--policy", o.policies);
+    auto budgets = split_list("--kv-budget", o.budgets);
+    for (const auto* list : {&dtypes, &policies, &budgets})
+        if (!*list) return list->error();
+    for (const std::string& dtype : *dtypes) {
         auto parsed = parse_kv_dtype(dtype);
         if (!parsed) return Error{"--kv-dtype: " + parsed.error().message};
         if (o.compact && *parsed == KvDtype::kInt4)
             return Error{"--compact cannot move int4 keys: they are quantized together per block"};
-        for (const std::string& policy : split_list(o.policies)) {
+        for (const std::string& policy : *policies) {
             if (policy == "none") {  // the full cache; in f32 it is the first row already
                 if (dtype != "f32") rows.push_back({"none", "full", dtype, {}, {}, 0.0});
                 continue;
             }
-            for (const std::string& budget : split_list(o.budgets)) {
+            for (const std::string& budget : *budgets) {
                 Row r{policy, budget, dtype, {}, {}, 0.0};
                 r.eviction.policy = policy;
                 r.eviction.sinks = o.sinks;

@@ -9,6 +9,7 @@
 #include "app/data_paths.h"
 #include "app/eviction_flags.h"
 #include "app/matmul_flag.h"
+#include "app/number_flag.h"
 #include "app/prompt_tokens.h"
 #include "app/recording.h"
 #include "base/terminal_text.h"
@@ -72,7 +73,8 @@ int run_generate(const GenerateOptions& o) {
 
     std::unique_ptr<Recorder> recorder;
     if (!o.record.empty()) {
-        auto rec = start_recording(o.record, **engine, "paged", o.eviction.to_json(), o.force);
+        auto rec =
+            start_recording(o.record, **engine, "paged", o.eviction.to_json().dump(), o.force);
         if (!rec) return fail(rec.error().message);
         recorder = std::move(rec).value();
     }
@@ -124,13 +126,13 @@ Command register_generate(CLI::App& cli) {
     sub->add_option("--prompt", o->prompt, "Prompt text (needs a model with a tokenizer)");
     sub->add_option("--prompt-ids", o->prompt_ids, "Prompt as token ids, space or comma separated");
     sub->add_option("--max-tokens", o->max_tokens, "Tokens to generate")
-        ->check(CLI::NonNegativeNumber)
+        ->check(CLI::Range(0, INT32_MAX))
         ->capture_default_str();
     sub->add_option("--temperature", o->temperature, "0 = greedy")
-        ->check(CLI::Range(0.0f, 100.0f))
+        ->check(finite_number(0, 100))
         ->capture_default_str();
     sub->add_option("--top-p", o->top_p, "Nucleus sampling threshold (1 = off)")
-        ->check(CLI::Range(0.0f, 1.0f))
+        ->check(finite_number(0, 1))
         ->capture_default_str();
     sub->add_option("--seed", o->seed, "Sampling seed")->capture_default_str();
     sub->add_flag("--print-ids", o->print_ids, "Print generated token ids on one line of stdout");

@@ -10,7 +10,9 @@
 
 #include "app/commands.h"
 #include "app/data_paths.h"
+#include "app/number_flag.h"
 #include "app/stop_signal.h"
+#include "attach/endpoint.h"
 #include "attach/kv_event_encoder.h"
 #include "attach/kv_publisher.h"
 #include "attach/kv_trace.h"
@@ -38,29 +40,6 @@ struct PublishOptions {
     uint64_t seed = 1;
 };
 
-// "tcp://host:5557" with rank r -> "tcp://host:(5557 + r)"; vLLM numbers data-parallel ranks'
-// ports the same way.
-Result<std::string> rank_endpoint(const std::string& endpoint, int32_t rank) {
-    if (rank == 0) return endpoint;
-    auto colon = endpoint.rfind(':');
-    int64_t port = -1;
-    if (colon != std::string::npos && colon + 1 < endpoint.size()) {
-        try {
-            size_t used = 0;
-            port = std::stoll(endpoint.substr(colon + 1), &used);
-            if (used != endpoint.size() - colon - 1) port = -1;
-        } catch (const std::exception&) {
-            port = -1;
-        }
-    }
-    if (port < 0 || port + rank > 65535)
-        return Error{
-            "--ranks needs an endpoint ending in a port number (rank r publishes on "
-            "port + r): " +
-            terminal_safe(endpoint)};
-    return endpoint.substr(0, colon + 1) + std::to_string(port + rank);
-}
-
 int publish(const PublishOptions& o) {
     attach::WireFormat format;
     if (!attach::parse_wire_format(o.format, format))
@@ -81,12 +60,12 @@ int publish(const PublishOptions& o) {
     std::vector<std::unique_ptr<attach::KvPublisher>> pubs;
     for (int32_t r = 0; r < o.ranks; ++r) {
         attach::PublisherOptions po;
-        auto ep = rank_endpoint(o.endpoint, r);
-        if (!ep) return usage_error(ep.error().message);
+        auto ep = attach::endpoint_for_rank(o.endpoint, r);
+        if (!ep) return usage_error("--endpoint: " + ep.error().message);
         po.endpoint = *ep;
         if (!o.replay.empty()) {
-            auto rp = rank_endpoint(o.replay, r);
-            if (!rp) return usage_error(rp.error().message);
+            auto rp = attach::endpoint_for_rank(o.replay, r);
+            if (!rp) return usage_error("--replay: " + rp.error().message);
             po.replay_endpoint = *rp;
         }
         po.topic = o.topic;
@@ -188,7 +167,7 @@ Command register_publish(CLI::App& cli) {
                     "bundled sample session");
     sub->add_option("--topic", o->topic, "Topic frame of every message (vLLM's default: empty)");
     sub->add_option("--rate", o->rate, "Events per second per rank (0: as fast as possible)")
-        ->check(CLI::Range(0.0, 1e9));
+        ->check(finite_number(0, 1e9));
     sub->add_option("--ranks", o->ranks, "Publishers (data-parallel ranks), one port each")
         ->check(CLI::Range(1, 256));
     sub->add_option("--format", o->format, "vllm-array, vllm-map or sglang")
@@ -197,10 +176,10 @@ Command register_publish(CLI::App& cli) {
         ->check(CLI::IsMember({"int", "bytes"}));
     sub->add_option("--gaps", o->gaps,
                     "Fraction of batches withheld from the live socket (still replayable)")
-        ->check(CLI::Range(0.0, 1.0));
+        ->check(finite_number(0, 1));
     sub->add_option("--batch", o->batch, "Events per batch")->check(CLI::Range(1, 100000));
     sub->add_option("--duration", o->duration, "Stop after this many seconds (default: Ctrl-C)")
-        ->check(CLI::Range(0.0, 1e7));
+        ->check(finite_number(0, 1e7));
     sub->add_option("--events", o->events, "Stop after this many events per rank (whole batches)")
         ->check(CLI::Range(int64_t{0}, int64_t{1} << 50));
     sub->add_option("--wait-ms", o->wait_ms,

@@ -45,6 +45,24 @@ struct GuiCommands {
 };
 GuiCommands register_gui(CLI::App& cli);
 
+// The whole command line, every subcommand registered: what run_cli() parses, and what the
+// tests and fuzz/fuzz_cli_values.cpp parse without running anything.
+struct CommandLine {
+    CommandLine();
+    CLI::App cli;
+    std::vector<Command> commands;
+    std::function<int()> bare;  // `kvscope` with no subcommand (the window), when built
+
+    // Every option with a long name, of bare kvscope and of each subcommand below it, with the
+    // subcommands that lead to it: what the tests and the fuzzer hold to their rules.
+    struct OptionAt {
+        std::vector<std::string> subcommands;  // none: bare kvscope's (the window's flags)
+        const CLI::Option* option;
+        std::string flag() const { return "--" + option->get_lnames().at(0); }
+    };
+    std::vector<OptionAt> every_option();
+};
+
 // `--force`: the command may replace files that exist at its output paths.
 void add_force_flag(CLI::App& sub, bool& force);
 // Refuses an output path before any work is done (it exists and no --force, it is one of the

@@ -22,12 +22,11 @@ Result<EvictionOptions> EvictionFlags::options() const {
     return o;
 }
 
-std::string EvictionFlags::to_json() const {
+nlohmann::json EvictionFlags::to_json() const {
     return nlohmann::json{
         {"policy", policy},    {"kv_budget", kv_budget},       {"sinks", sinks},
         {"window", window},    {"layer_budget", layer_budget}, {"compact", compact},
-        {"kv_dtype", kv_dtype}}
-        .dump();
+        {"kv_dtype", kv_dtype}};
 }
 
 Result<KvDtype> EvictionFlags::dtype() const {

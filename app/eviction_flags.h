@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "engine/kv_eviction.h"
@@ -26,8 +27,9 @@ struct EvictionFlags {
     // Null for --policy none; else the evictor, or a message naming the flag that is wrong.
     Result<std::shared_ptr<const KvEvictor>> evictor(int32_t n_layers) const;
     Result<EvictionOptions> options() const;
-    // The flags as a JSON object, recorded with sessions.
-    std::string to_json() const;
+    // The flags as a JSON object, recorded with sessions (with the serving flags, the
+    // window's workload...).
+    nlohmann::json to_json() const;
 };
 
 void add_eviction_flags(CLI::App& sub, EvictionFlags& flags);

@@ -77,7 +77,7 @@ Status LiveController::start() {
     const std::string path = !settings_.record ? temporary_session_path()
                              : replace         ? settings_.record_path
                                                : first_free_path(settings_.record_path);
-    nlohmann::json options = nlohmann::json::parse(storing.to_json());
+    nlohmann::json options = storing.to_json();
     options["workload"] = workload_name_;
     auto rec = start_recording(path, *engine_, settings_.allocator, options.dump(),
                                replace || !settings_.record);

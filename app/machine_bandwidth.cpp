@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "base/input_file.h"
+#include "base/json_input.h"
 #include "base/output_file.h"
 #include "base/terminal_text.h"
 #include "sessions/bandwidth_json.h"
@@ -59,10 +60,10 @@ MemoryBandwidth machine_bandwidth() {
     std::error_code ec;
     if (!path.empty() && std::filesystem::exists(path, ec)) {
         auto text = read_input_file(path, "bandwidth cache", kMaxCacheBytes);
-        auto j = text ? nlohmann::json::parse(text.value(), nullptr, false) : nlohmann::json();
-        if (j.is_object() && j.value("cpu", nlohmann::json()) == cpu &&
-            j.value("cores", nlohmann::json()) == cores()) {
-            MemoryBandwidth bw = bandwidth_from_json(j);
+        auto j = text ? parse_json(text.value()) : Result<nlohmann::json>(text.error());
+        if (j && j->is_object() && j->value("cpu", nlohmann::json()) == cpu &&
+            j->value("cores", nlohmann::json()) == cores()) {
+            MemoryBandwidth bw = bandwidth_from_json(*j);
             // Every figure there and plausible, or none is used.
             if (bw.read_1_gbps > 0 && bw.copy_1_gbps > 0 && bw.read_all_gbps > 0 &&
                 bw.copy_all_gbps > 0)

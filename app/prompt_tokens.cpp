@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "base/terminal_text.h"
+
 namespace kvscope::app {
 
 Result<std::vector<int32_t>> parse_token_ids(const std::string& text, int32_t vocab_size) {
@@ -19,7 +21,7 @@ Result<std::vector<int32_t>> parse_token_ids(const std::string& text, int32_t vo
         long long v = std::strtoll(item.c_str(), &end, 10);
         if (*end != '\0' || errno == ERANGE || v < 0 || v >= vocab_size) {
             std::ostringstream msg;
-            msg << "prompt token '" << item << "' is not a token id between 0 and "
+            msg << "prompt token " << quote_for_message(item) << " is not a token id between 0 and "
                 << vocab_size - 1;
             return Error{msg.str()};
         }

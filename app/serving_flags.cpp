@@ -50,7 +50,7 @@ std::string ServingFlags::to_json() const {
                         {"swap_blocks", swap_blocks},
                         {"ctx_size", ctx_size},
                         {"matmul", matmul_mode_name(matmul)}};
-    j.update(nlohmann::json::parse(eviction.to_json()));
+    j.update(eviction.to_json());
     return j.dump();
 }
 

@@ -2,6 +2,7 @@
 
 #include "app/commands.h"
 #include "app/stop_signal.h"
+#include "app/number_flag.h"
 
 namespace kvscope::app {
 
@@ -28,7 +29,7 @@ void add_window_flags(CLI::App& sub, ui::WindowOptions& w) {
         ->check(CLI::Range(480, 8192))
         ->capture_default_str();
     sub.add_option("--font-scale", w.font_scale, "Font scale (projectors: 1.5 to 2)")
-        ->check(CLI::Range(0.5f, 4.0f));
+        ->check(finite_number(0.5, 4));
     sub.add_option("--frame-stats", w.frame_stats_path,
                    "At exit, write per-frame times, draw calls and vertices (JSON) here");
     if (!sub.get_option_no_throw("--force")) add_force_flag(sub, w.force);

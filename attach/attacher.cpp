@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "attach/endpoint.h"
 #include "attach/kv_event_decoder.h"
 #include "sessions/timeline_state.h"
 
@@ -72,6 +73,9 @@ Result<std::unique_ptr<Attacher>> Attacher::create(const AttachOptions& options)
         return Error{"give one replay endpoint per endpoint (" +
                      std::to_string(options.endpoints.size()) + "), not " +
                      std::to_string(options.replay_endpoints.size())};
+    for (const auto* list : {&options.endpoints, &options.replay_endpoints})
+        for (const std::string& endpoint : *list)
+            if (Status s = check_endpoint(endpoint); !s) return s.error();
     const int64_t pool =
         int64_t{options.blocks_per_publisher} * static_cast<int64_t>(options.endpoints.size());
     if (options.blocks_per_publisher <= 0 || pool > kMaxSessionBlocks)

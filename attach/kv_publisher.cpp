@@ -1,5 +1,6 @@
 #include "attach/kv_publisher.h"
 
+#include "attach/endpoint.h"
 #include "attach/wire_frames.h"
 
 namespace kvscope::attach {
@@ -9,6 +10,8 @@ KvPublisher::KvPublisher(zmq::context_t& ctx, const PublisherOptions& options)
 
 Result<std::unique_ptr<KvPublisher>> KvPublisher::create(zmq::context_t& ctx,
                                                          const PublisherOptions& options) {
+    for (const std::string& endpoint : {options.endpoint, options.replay_endpoint})
+        if (Status s = check_endpoint(endpoint); !s) return s.error();
     std::unique_ptr<KvPublisher> p(new KvPublisher(ctx, options));
     try {
         p->pub_.set(zmq::sockopt::sndhwm, options.send_queue);

@@ -83,6 +83,23 @@ std::string terminal_safe_multiline(std::string_view text) {
     return out;
 }
 
+std::string quote_for_message(std::string_view text) {
+    std::string out = "'";
+    for (size_t i = 0; i < text.size() && i < kMaxQuoted; ++i) {
+        auto c = static_cast<unsigned char>(text[i]);
+        if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\') {
+            out += static_cast<char>(c);
+        } else {
+            static const char* hex = "0123456789abcdef";
+            out += "\\x";
+            out += hex[c >> 4];
+            out += hex[c & 15];
+        }
+    }
+    if (text.size() > kMaxQuoted) out += "...";
+    return out + "'";
+}
+
 std::string json_terminal_safe(std::string_view json) {
     std::string out;
     out.reserve(json.size());

@@ -16,6 +16,12 @@ std::string terminal_safe(std::string_view text);
 // The same, keeping newlines and tabs: for multi-line text such as generated output.
 std::string terminal_safe_multiline(std::string_view text);
 
+// 'text' with quotes, bytes outside printable ASCII escaped as \xNN and long text cut (the first
+// kMaxQuoted bytes, then "..."): names, keys and values come from files and flags, and an error
+// message must stay one readable line however long what it quotes (a 50 MB JSON key).
+inline constexpr size_t kMaxQuoted = 96;
+std::string quote_for_message(std::string_view text);
+
 // Serialized JSON made safe for a terminal: the serializer escapes C0 controls already; DEL
 // and C1 controls (legal raw inside JSON strings) become \u007f / \u0080..\u009f.
 std::string json_terminal_safe(std::string_view json);

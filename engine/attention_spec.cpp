@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "base/terminal_text.h"
+
 namespace kvscope {
 
 Result<std::vector<uint8_t>> parse_attention_spec(const std::string& spec, const ModelConfig& c) {
@@ -16,7 +18,7 @@ Result<std::vector<uint8_t>> parse_attention_spec(const std::string& spec, const
     while (std::getline(in, item, ',')) {
         auto colon = item.find(':');
         if (colon == std::string::npos)
-            return Error{"attention capture '" + item + "' is not LAYER:HEAD"};
+            return Error{"attention capture " + quote_for_message(item) + " is not LAYER:HEAD"};
         auto parse = [&](const std::string& s, int limit, const char* what, int& lo,
                          int& hi) -> Status {
             if (s == "*") {
@@ -27,8 +29,9 @@ Result<std::vector<uint8_t>> parse_attention_spec(const std::string& spec, const
             char* end = nullptr;
             long v = std::strtol(s.c_str(), &end, 10);
             if (s.empty() || *end != '\0' || v < 0 || v >= limit)
-                return Error{std::string("attention capture: ") + what + " '" + s +
-                             "' is not between 0 and " + std::to_string(limit - 1)};
+                return Error{std::string("attention capture: ") + what + " " +
+                             quote_for_message(s) + " is not between 0 and " +
+                             std::to_string(limit - 1)};
             lo = hi = static_cast<int>(v);
             return {};
         };

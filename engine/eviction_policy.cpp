@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "base/terminal_text.h"
+
 namespace kvscope {
 
 int32_t LaneStats::valid() const {
@@ -161,7 +163,7 @@ Result<std::unique_ptr<EvictionPolicy>> make_eviction_policy(std::string_view na
     std::string known = "none";
     for (const std::string& n : eviction_policy_names())
         known += ", " + n;
-    return Error{"unknown eviction policy '" + std::string(name) + "' (known: " + known + ")"};
+    return Error{"unknown eviction policy " + quote_for_message(name) + " (known: " + known + ")"};
 }
 
 std::vector<int32_t> layer_budgets(int32_t per_layer, int32_t n_layers, LayerBudget kind) {

@@ -6,6 +6,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "base/terminal_text.h"
 #include "engine/mapped_file.h"
 
 namespace kvscope {
@@ -34,24 +35,6 @@ constexpr uint64_t kDefaultAlignment = 32;
 // Smallest possible encodings, used to bound counts by the bytes that are left.
 constexpr uint64_t kMinKvBytes = 8 + 4 + 1;                  // empty key, type, one-byte value
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;  // empty name, 1 dim, type, offset
-
-std::string quote(std::string_view s) {
-    constexpr size_t kMaxShown = 96;
-    std::string out = "'";
-    for (size_t i = 0; i < s.size() && i < kMaxShown; ++i) {
-        auto c = static_cast<unsigned char>(s[i]);
-        if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\') {
-            out += static_cast<char>(c);
-        } else {
-            static const char* hex = "0123456789abcdef";
-            out += "\\x";
-            out += hex[c >> 4];
-            out += hex[c & 15];
-        }
-    }
-    if (s.size() > kMaxShown) out += "...";
-    return out + "'";
-}
 
 const char* value_type_name(uint32_t t) {
     static const char* names[] = {"uint8",  "int8",    "uint16", "int16",  "uint32",
@@ -254,10 +237,6 @@ bool read_value(Reader& r, const std::string& qkey, GgufValue& v) {
 
 }  // namespace
 
-std::string quote_for_message(std::string_view text) {
-    return quote(text);
-}
-
 Result<GgufFile> GgufFile::open(const std::string& path) {
     auto m = MappedFile::open(path);
     if (!m) return m.error();
@@ -308,7 +287,7 @@ Result<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes, std::string dis
         for (uint64_t i = 0; i < n_kv; ++i) {
             std::string key;
             if (!r.string(key, "metadata key #" + std::to_string(i))) return Error{r.error()};
-            const std::string qkey = quote(key);
+            const std::string qkey = quote_for_message(key);
             GgufValue v;
             if (!read_value(r, qkey, v)) return Error{r.error()};
             if (!f.metadata_.emplace(std::move(key), std::move(v)).second)
@@ -331,7 +310,7 @@ Result<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes, std::string dis
             GgufTensorInfo t;
             if (!r.string(t.name, "the name of tensor #" + std::to_string(i)))
                 return Error{r.error()};
-            const std::string qname = "tensor " + quote(t.name);
+            const std::string qname = "tensor " + quote_for_message(t.name);
             uint32_t n_dims;
             if (!r.read(n_dims, "the dimension count of " + qname)) return Error{r.error()};
             if (n_dims == 0 || n_dims > kMaxDims)
@@ -392,10 +371,11 @@ Result<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes, std::string dis
                 bool overflows = __builtin_add_overflow(data_start, t.offset, &end) ||
                                  __builtin_add_overflow(end, t.size_bytes, &end);
                 if (overflows)
-                    return Error{file + ": tensor " + quote(t.name) + " has data offset " +
-                                 std::to_string(t.offset) + ", far past the end of the file (" +
-                                 std::to_string(file_size) + " bytes; corrupt?)"};
-                return Error{file + ": tensor " + quote(t.name) + " ends at byte " +
+                    return Error{file + ": tensor " + quote_for_message(t.name) +
+                                 " has data offset " + std::to_string(t.offset) +
+                                 ", far past the end of the file (" + std::to_string(file_size) +
+                                 " bytes; corrupt?)"};
+                return Error{file + ": tensor " + quote_for_message(t.name) + " ends at byte " +
                              std::to_string(end) + " but the file has " +
                              std::to_string(file_size) + " bytes (truncated or corrupt?)"};
             }

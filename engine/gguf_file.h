@@ -72,10 +72,6 @@ struct GgufTensorInfo {
 
 class MappedFile;  // read-only mmap, defined in mapped_file.h
 
-// 'text' with quotes, bytes outside printable ASCII escaped as \xNN and long text cut: names
-// and keys come from the file, and an error message must stay one readable line.
-std::string quote_for_message(std::string_view text);
-
 class GgufFile {
   public:
     static Result<GgufFile> open(const std::string& path);

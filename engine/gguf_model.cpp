@@ -6,6 +6,8 @@
 #include <new>
 #include <sstream>
 
+#include "base/terminal_text.h"
+
 namespace kvscope {
 
 namespace {

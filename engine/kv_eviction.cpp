@@ -3,30 +3,32 @@
 #include "engine/kv_cache.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstdlib>
+
+#include "base/real_number.h"
+#include "base/terminal_text.h"
 
 namespace kvscope {
 
 Status parse_kv_budget(const std::string& text, EvictionOptions& out) {
     const bool percent = !text.empty() && text.back() == '%';
-    std::string number = percent ? text.substr(0, text.size() - 1) : text;
-    char* end = nullptr;
-    errno = 0;
-    double v = std::strtod(number.c_str(), &end);
-    if (number.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v))
-        return Error{"--kv-budget '" + text + "' is not a number of tokens nor a percentage"};
+    std::string_view number(text);
+    if (percent) number.remove_suffix(1);
+    constexpr double kMaxTokens = 1 << 24;
+    auto v = parse_real(number, percent ? RealRange{0, 100} : RealRange{1, kMaxTokens});
     if (percent) {
-        if (!(v > 0 && v <= 100))
-            return Error{"--kv-budget " + text + " is not a percentage between 0 and 100"};
-        out.budget_percent = v;
+        if (!v || *v == 0)
+            return Error{"--kv-budget " + quote_for_message(text) +
+                         " is not a percentage between 0 and 100 (0 excluded)"};
+        out.budget_percent = *v;
         out.budget_tokens = 0;
         return {};
     }
-    if (v < 1 || v != std::floor(v) || v > (1 << 24))
-        return Error{"--kv-budget " + text + " must be a whole number of tokens, at least 1"};
-    out.budget_tokens = static_cast<int32_t>(v);
+    if (!v || *v != std::floor(*v))
+        return Error{"--kv-budget " + quote_for_message(text) +
+                     " must be a whole number of tokens, at least 1 and at most " +
+                     format_real(kMaxTokens) + ", or a percentage (P%)"};
+    out.budget_tokens = static_cast<int32_t>(*v);
     out.budget_percent = 0;
     return {};
 }
@@ -37,6 +39,17 @@ Status validate_eviction_options(const EvictionOptions& o) {
     if (o.budget_tokens <= 0 && o.budget_percent <= 0)
         return Error{"--policy " + o.policy + " needs --kv-budget (tokens, or a percentage)"};
     if (o.sinks < 0) return Error{"--sinks must not be negative"};
+    // h2o and snapkv keep the --window most recent tokens and choose the rest of the budget by
+    // their scores; a window as large as the budget leaves nothing to choose and quietly makes
+    // either a sliding window. (A percentage budget grows with the sequence; the window is cut
+    // to it while the budget is smaller.)
+    if ((o.policy == "h2o" || o.policy == "snapkv") && o.budget_tokens > 0 &&
+        o.window >= o.budget_tokens)
+        return Error{"--window " + std::to_string(o.window) + " leaves no room in --kv-budget " +
+                     std::to_string(o.budget_tokens) + " for tokens " + o.policy +
+                     " chooses (it keeps only the most recent, as --policy streaming): give a "
+                     "--window below " +
+                     std::to_string(o.budget_tokens)};
     if (o.policy == "streaming" && o.budget_tokens > 0 && o.budget_tokens < o.sinks + 1)
         return Error{"--kv-budget " + std::to_string(o.budget_tokens) +
                      " leaves no room for recent tokens after " + std::to_string(o.sinks) +

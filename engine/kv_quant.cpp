@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "base/terminal_text.h"
+
 namespace kvscope {
 
 Result<KvDtype> parse_kv_dtype(std::string_view name) {
@@ -11,7 +13,7 @@ Result<KvDtype> parse_kv_dtype(std::string_view name) {
     if (name == "f16") return KvDtype::kF16;
     if (name == "int8") return KvDtype::kInt8;
     if (name == "int4") return KvDtype::kInt4;
-    return Error{"unknown KV dtype '" + std::string(name) + "' (known: f32, f16, int8, int4)"};
+    return Error{"unknown KV dtype " + quote_for_message(name) + " (known: f32, f16, int8, int4)"};
 }
 
 const char* kv_dtype_name(KvDtype d) {

@@ -1,6 +1,7 @@
 #include "engine/sampler.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "engine/cpu_ops.h"
 
@@ -25,12 +26,19 @@ float Sampler::next_f32() {
 }
 
 int32_t Sampler::sample(float* logits) {
-    if (params_.temperature <= 0.0f) return argmax(logits, vocab_size_);
+    if (!(params_.temperature > 0.0f)) return argmax(logits, vocab_size_);
+    // A temperature so small that the top logit over it is no longer a float (1e-45) is
+    // greedy, as sampling is in the limit; divided through, softmax would see infinities and
+    // make every probability NaN (a run of the last token in the vocabulary).
+    const int32_t best = argmax(logits, vocab_size_);
+    if (!std::isfinite(logits[best] / params_.temperature)) return best;
     for (int i = 0; i < vocab_size_; ++i)
         logits[i] /= params_.temperature;
     softmax(logits, vocab_size_);
     float coin = next_f32();
-    if (params_.top_p <= 0.0f || params_.top_p >= 1.0f) {
+    // Written so that NaN (which the flags and workloads refuse) means no nucleus, never an
+    // empty one.
+    if (!(params_.top_p > 0.0f && params_.top_p < 1.0f)) {
         float cdf = 0.0f;
         for (int i = 0; i < vocab_size_; ++i) {
             cdf += logits[i];
@@ -43,6 +51,9 @@ int32_t Sampler::sample(float* logits) {
     candidates_.clear();
     for (int i = 0; i < vocab_size_; ++i)
         if (logits[i] >= cutoff) candidates_.emplace_back(logits[i], i);
+    // The top token is in every nucleus, also where rounding left it below the cutoff (a
+    // top_p under 1 / vocabulary size over a nearly flat distribution).
+    if (candidates_.empty()) return best;
     std::sort(candidates_.begin(), candidates_.end(), [](const auto& a, const auto& b) {
         return a.first > b.first || (a.first == b.first && a.second < b.second);
     });

@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include "base/terminal_text.h"
 #include "engine/gguf_file.h"
 #include "engine/random_weights.h"
 

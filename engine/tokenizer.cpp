@@ -7,6 +7,7 @@
 #include <limits>
 #include <tuple>
 
+#include "base/terminal_text.h"
 #include "engine/gguf_file.h"
 #include "engine/tokenizer_bpe.h"
 #include "engine/tokenizer_impl.h"

@@ -5,6 +5,8 @@
 #include <sstream>
 
 #include "base/input_file.h"
+#include "base/json_input.h"
+#include "base/terminal_text.h"
 #include "engine/tokenizer.h"
 
 namespace kvscope {
@@ -38,22 +40,28 @@ const std::set<std::string> kFields = {"id",         "arrival_step", "prompt",
 
 Result<Request> parse_line(const std::string& line, const Tokenizer* tokenizer, int32_t vocab_size,
                            int32_t context_length, size_t index) {
-    json j = json::parse(line, nullptr, false);
-    if (j.is_discarded()) return Error{"not valid JSON"};
-    if (!j.is_object()) return Error{"expected a JSON object"};
+    auto parsed = parse_json(line);
+    if (!parsed) return parsed.error();
+    const json& j = parsed.value();
+    if (!j.is_object()) return Error{"expected a JSON object, not " + json_for_message(j)};
     for (auto it = j.begin(); it != j.end(); ++it)
         if (!kFields.count(it.key())) {
             std::string known;
             for (const auto& f : kFields)
                 known += (known.empty() ? "" : ", ") + f;
-            return Error{"unknown field '" + it.key() + "' (known: " + known + ")"};
+            return Error{"unknown field " + quote_for_message(it.key()) + " (known: " + known +
+                         ")"};
         }
+    // Every field is type-checked before use; the message shows what it held in a few words.
+    auto wrong_type = [](const std::string& key, const char* type, const json& value) {
+        return Error{"'" + key + "' must be " + type + ", not " + json_for_message(value)};
+    };
     Request r;
     auto int_field = [&](const char* key, int64_t lo, int64_t hi, int64_t& out) -> Status {
         if (!j.contains(key)) return {};
         const json& v = j[key];
         if (!v.is_number_integer() && !v.is_number_unsigned())
-            return Error{std::string("'") + key + "' must be an integer"};
+            return wrong_type(key, "an integer", v);
         bool huge = v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX);
         int64_t x = huge ? INT64_MAX : v.get<int64_t>();
         if (huge || x < lo || x > hi) {
@@ -65,7 +73,7 @@ Result<Request> parse_line(const std::string& line, const Tokenizer* tokenizer, 
         return {};
     };
     if (j.contains("id")) {
-        if (!j["id"].is_string()) return Error{"'id' must be a string"};
+        if (!j["id"].is_string()) return wrong_type("id", "a string", j["id"]);
         r.id = j["id"].get<std::string>();
     } else {
         r.id = "r";
@@ -82,7 +90,7 @@ Result<Request> parse_line(const std::string& line, const Tokenizer* tokenizer, 
     r.sampling.seed = static_cast<uint64_t>(seed);
     for (const char* key : {"temperature", "top_p"}) {
         if (!j.contains(key)) continue;
-        if (!j[key].is_number()) return Error{std::string("'") + key + "' must be a number"};
+        if (!j[key].is_number()) return wrong_type(key, "a number", j[key]);
         double v = j[key].get<double>();
         double hi = std::string(key) == "top_p" ? 1.0 : 100.0;
         if (!(v >= 0.0 && v <= hi)) {
@@ -97,19 +105,19 @@ Result<Request> parse_line(const std::string& line, const Tokenizer* tokenizer, 
     if (has_text == has_ids) return Error{"give exactly one of 'prompt' (text) and 'prompt_ids'"};
     if (has_ids) {
         const json& ids = j["prompt_ids"];
-        if (!ids.is_array()) return Error{"'prompt_ids' must be an array of token ids"};
+        if (!ids.is_array()) return wrong_type("prompt_ids", "an array of token ids", ids);
         if (ids.size() > kMaxPromptTokens) return Error{"'prompt_ids' is absurdly long"};
         for (const json& t : ids) {
             if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab_size) {
                 std::ostringstream m;
-                m << "'prompt_ids' holds " << t.dump() << ", not a token id between 0 and "
-                  << vocab_size - 1;
+                m << "'prompt_ids' holds " << json_for_message(t)
+                  << ", not a token id between 0 and " << vocab_size - 1;
                 return Error{m.str()};
             }
             r.prompt.push_back(static_cast<int32_t>(t.get<int64_t>()));
         }
     } else {
-        if (!j["prompt"].is_string()) return Error{"'prompt' must be a string"};
+        if (!j["prompt"].is_string()) return wrong_type("prompt", "a string", j["prompt"]);
         if (!tokenizer)
             return Error{"'prompt' is text but the model has no tokenizer: use 'prompt_ids'"};
         const std::string& text = j["prompt"].get_ref<const std::string&>();
@@ -139,8 +147,8 @@ Result<std::vector<Request>> parse_workload(std::string_view text, const std::st
         auto r = parse_line(line, tokenizer, vocab_size, context_length, out.size());
         if (!r) return Error{name + ":" + std::to_string(line_no) + ": " + r.error().message};
         if (!ids.insert(r->id).second)
-            return Error{name + ":" + std::to_string(line_no) + ": duplicate request id '" + r->id +
-                         "'"};
+            return Error{name + ":" + std::to_string(line_no) + ": duplicate request id " +
+                         quote_for_message(r->id)};
         out.push_back(std::move(r).value());
     }
     if (out.empty()) return Error{name + ": no requests in the workload"};

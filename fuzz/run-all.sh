@@ -4,8 +4,8 @@
 # over 512 MiB, 2 GiB resident at most, 25 s per input, an 8 MiB stack (a recursion too deep for
 # it is a crash, not a pass). Builds build-fuzz/ with clang first if it is not there.
 #
-#   fuzz/run-all.sh [MINUTES] [TARGET...]      targets: gguf events workload session kv_frames
-#                                              window_model
+#   fuzz/run-all.sh [MINUTES] [TARGET...]
+#     targets: gguf events workload workload_typed session kv_frames cli_values window_model
 #
 # Prints, per target, the runs, the coverage (edges and features) and whether it found anything;
 # inputs that crash or exhaust memory are left in fuzz/corpus-run/<target>-crash-* and the script
@@ -15,15 +15,19 @@ cd "$(dirname "$0")/.."
 minutes=${1:-10}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(gguf events workload session kv_frames window_model)
+[ ${#targets[@]} -gt 0 ] || targets=(gguf events workload workload_typed session kv_frames cli_values
+  window_model)
 
 # Configured every time (quick once done): the window's target needs a build with the window.
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DKVSCOPE_FUZZ=ON \
   -DKVSCOPE_BUILD_GUI=ON -DKVSCOPE_BUILD_TESTS=OFF >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target $(printf 'fuzz_%s ' "${targets[@]}") >/dev/null
 
-declare -A max_len=([gguf]=100000 [events]=65536 [workload]=16384 [session]=131072 [kv_frames]=65536
-  [window_model]=131072)
+# workload_typed reads its input as a recipe (a few bytes make a 200 000-deep array or a 100 kB
+# key); cli_values as an option and its value, and an argument is at most 128 KiB anyway.
+declare -A max_len=([gguf]=100000 [events]=65536 [workload]=16384 [workload_typed]=4096
+                   [session]=131072 [kv_frames]=65536 [cli_values]=4096
+                   [window_model]=131072)
 ulimit -s 8192
 status=0
 for t in "${targets[@]}"; do

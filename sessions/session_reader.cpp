@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "base/input_file.h"
+#include "base/json_input.h"
+#include "base/terminal_text.h"
 #include "sessions/bandwidth_json.h"
 #include "sessions/event_codec.h"
 #include "sessions/schema_check.h"
@@ -168,14 +170,16 @@ Result<std::unique_ptr<SessionReader>> SessionReader::open(const std::string& pa
     }
     if (!err.ok()) return Error{path + ": corrupt database: " + err.error().message};
     if (format != kSessionFormat)
-        return Error{path + ": not a kvscope session (meta.format is '" + format + "')"};
+        return Error{path + ": not a kvscope session (meta.format is " + quote_for_message(format) +
+                     ")"};
     if (r->schema_version_ < 1) return Error{path + ": session has no schema version (corrupt?)"};
     if (Status s = migrate(d, r->schema_version_); !s)
         return Error{path + ": " + s.error().message};
 
-    nlohmann::json run = nlohmann::json::parse(run_json, nullptr, false);
-    if (run.is_discarded() || !run.is_object())
-        return Error{path + ": session run info is not valid JSON"};
+    auto parsed_run = parse_json(run_json);
+    if (!parsed_run) return Error{path + ": session run info: " + parsed_run.error().message};
+    if (!parsed_run->is_object()) return Error{path + ": session run info is not a JSON object"};
+    const nlohmann::json& run = parsed_run.value();
     try {
         RunInfo& i = r->info_;
         // Read wide and range-checked: get<int32_t> would wrap 2^32 + 5 to 5 without a word.
@@ -216,8 +220,9 @@ Result<std::unique_ptr<SessionReader>> SessionReader::open(const std::string& pa
                          std::to_string(i.n_heads) + ")"};
         i.options_json = run.value("options", "");
         // The storing-less settings, when the run had any (older files have none).
-        auto options = nlohmann::json::parse(i.options_json, nullptr, false);
-        if (options.is_object()) {
+        auto parsed_options = parse_json(i.options_json);
+        if (parsed_options && parsed_options->is_object()) {
+            const nlohmann::json& options = parsed_options.value();
             if (options.contains("policy") && options["policy"].is_string())
                 i.eviction_policy = options["policy"].get<std::string>();
             if (options.contains("sinks") && options["sinks"].is_number_integer())

@@ -8,6 +8,7 @@
 #include <random>
 #include <sstream>
 
+#include "app/commands.h"
 #include "engine/gguf_file.h"
 #include "engine/model_loader.h"
 #include "gguf_builder.h"
@@ -461,6 +462,92 @@ TEST(Cli, CtxSizeLetsAPolicyGeneratePastTheTrainedContext) {
     ASSERT_EQ(trained.exit_code, 0) << trained.err;
     EXPECT_EQ(count_ids(trained.out), 512 - 3);
     EXPECT_EQ(trained.err.find("note:"), std::string::npos) << trained.err;
+}
+
+// Every option CLI11 reads as a floating-point number, found from the command line itself so
+// that a flag added later is held to it too: NaN, infinities, numbers past a double or past the
+// flag's range and text that is not one number are refused naming the flag, before anything
+// runs (CLI::Range let NaN through: every comparison with it is false).
+TEST(Cli, EveryFloatingPointFlagTakesOnlyAFiniteNumberInItsRange) {
+    struct Flag {
+        std::vector<std::string> path;  // subcommands
+        std::string flag;
+    };
+    std::vector<Flag> flags;
+    app::CommandLine line;  // the options' owner while they are looked at
+    for (const auto& at : line.every_option())
+        if (at.option->get_type_name().rfind("FLOAT", 0) == 0)
+            flags.push_back({at.subcommands, at.flag()});
+    // generate's --temperature and --top-p, attach's --duration, publish's --rate, --gaps and
+    // --duration at least (and --font-scale of every window command where the window is built).
+    EXPECT_GE(flags.size(), 6u);
+    for (const Flag& f : flags)
+        for (const std::string value : {"nan", "-nan", "inf", "-inf", "1e999", "1e308", "-1e308",
+                                        "", "x", "1.5.2", "0x10", " 1"}) {
+            app::CommandLine line;
+            std::vector<std::string> args = {"kvscope"};
+            args.insert(args.end(), f.path.begin(), f.path.end());
+            args.insert(args.end(), {f.flag, value});
+            std::vector<char*> argv;
+            for (std::string& a : args)
+                argv.push_back(a.data());
+            const std::string what =
+                (f.path.empty() ? "kvscope" : f.path.back()) + " " + f.flag + " '" + value + "'";
+            try {
+                line.cli.parse(static_cast<int>(argv.size()), argv.data());
+                ADD_FAILURE() << what << " was accepted";
+            } catch (const CLI::ValidationError& e) {
+                EXPECT_NE(std::string(e.what()).find(f.flag + ": must be a finite number from "),
+                          std::string::npos)
+                    << what << ": " << e.what();
+            } catch (const CLI::ParseError& e) {
+                ADD_FAILURE() << what << ": " << e.what();
+            }
+        }
+}
+
+// A list with an empty item (",,,") named no setting and eval ran the full cache alone.
+TEST(Cli, EvalRefusesAListWithAnEmptyItem) {
+    const std::string text = test::write_file(test::temp_dir() + "/t.txt", "unused");
+    for (const std::vector<std::string>& bad :
+         {std::vector<std::string>{"--policy", "h2o", "--kv-budget", ",,,"},
+          {"--policy", "h2o", "--kv-budget", "25%,"},
+          {"--policy", "h2o", "--kv-budget", ""},
+          {"--policy", "h2o,,streaming", "--kv-budget", "25%"},
+          {"--policy", "h2o", "--kv-budget", "25%", "--kv-dtype", ","}}) {
+        std::vector<std::string> args = {"eval", "--text", text};
+        args.insert(args.end(), bad.begin(), bad.end());
+        auto r = kvscope(args);
+        EXPECT_EQ(r.exit_code, 2) << bad[3] << ": " << r.err;
+        EXPECT_NE(r.err.find("has an empty item"), std::string::npos) << r.err;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    }
+}
+
+// h2o and snapkv keep a recent --window and choose the rest of the budget by score: a window
+// as large as the budget left nothing to choose, quietly a sliding window.
+TEST(Cli, AWindowThatFillsTheBudgetIsRefused) {
+    const std::string dir = test::temp_dir();
+    const std::string w = test::write_file(dir + "/w.jsonl", "{\"prompt_ids\":[1,2,3]}\n");
+    const std::string text = test::write_file(dir + "/t.txt", "unused");
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"generate", "--max-tokens", "4", "--policy", "h2o",
+                                   "--kv-budget", "8", "--window", "1048576"},
+          {"generate", "--max-tokens", "4", "--policy", "snapkv", "--kv-budget", "8", "--window",
+           "8"},
+          {"run", "--workload", w, "--policy", "h2o", "--kv-budget", "16", "--window", "16"},
+          {"eval", "--text", text, "--policy", "none,h2o", "--kv-budget", "64,8", "--window",
+           "32"}}) {
+        auto r = kvscope(args);
+        EXPECT_EQ(r.exit_code, 2) << args[0] << ": " << r.err;
+        EXPECT_NE(r.err.find("leaves no room in --kv-budget"), std::string::npos) << r.err;
+        EXPECT_NE(r.err.find("give a --window below"), std::string::npos) << r.err;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    }
+    // Below the budget it runs, choosing by score.
+    auto ok = kvscope({"generate", "--max-tokens", "12", "--prompt-ids", "1 2 3", "--policy", "h2o",
+                       "--kv-budget", "8", "--window", "7", "--threads", "1"});
+    EXPECT_EQ(ok.exit_code, 0) << ok.err;
 }
 
 }  // namespace

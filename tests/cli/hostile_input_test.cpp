@@ -511,5 +511,155 @@ TEST(Hostile, ACrashedRecordingInAFolderKvscopeCannotWriteIsNotCalledCorrupt) {
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
+// Reliability, round two (issue 29): values every parser reads as numbers but no flag can
+// mean, JSON deeper than any kvscope writes, and values that were accepted and did the wrong
+// thing. Each is refused in one line, with status 2 (usage) or 1 (a bad file), quickly.
+void expect_one_line_refusal(const test::CommandResult& r, int code, const std::string& expect,
+                             const std::string& what) {
+    EXPECT_FALSE(r.signaled) << what << " crashed: " << r.err;
+    EXPECT_NE(r.exit_code, -2) << what << " did not end";
+    EXPECT_EQ(r.exit_code, code) << what << "\n" << r.err;
+    EXPECT_NE(r.err.find(expect), std::string::npos) << what << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << what << ": not one line\n"
+                                                               << r.err;
+    EXPECT_LT(r.err.size(), 600u) << what;
+}
+
+// NaN crashed the sampler (--top-p) and made attach and publish run forever (--duration);
+// infinities and numbers past a double fared no better. Every floating-point flag of every
+// command, and --kv-budget's numbers, refuse them naming the flag and what it takes.
+TEST(Hostile, NonFiniteNumbersAreRefusedByEveryFloatingPointFlag) {
+    struct Flag {
+        std::vector<std::string> command;
+        std::string flag;
+        std::string expect;
+    };
+    const std::string finite = "must be a finite number from ";
+    const std::vector<Flag> flags = {
+        {{"generate", "--max-tokens", "2", "--temperature", "1"}, "--top-p", finite + "0 to 1"},
+        {{"generate", "--max-tokens", "2"}, "--temperature", finite + "0 to 100"},
+        {{"attach", "tcp://127.0.0.1:1"}, "--duration", finite + "0 to 10000000"},
+        {{"publish", "--endpoint", "tcp://127.0.0.1:*", "--wait-ms", "0"},
+         "--duration",
+         finite + "0 to 10000000"},
+        {{"publish", "--endpoint", "tcp://127.0.0.1:*", "--wait-ms", "0", "--duration", "1"},
+         "--rate",
+         finite + "0 to 1000000000"},
+        {{"publish", "--endpoint", "tcp://127.0.0.1:*", "--wait-ms", "0", "--duration", "1"},
+         "--gaps",
+         finite + "0 to 1"},
+        {{"generate", "--max-tokens", "2", "--policy", "h2o"}, "--kv-budget", "--kv-budget"},
+        {{"run", "--workload", "unused.jsonl", "--policy", "h2o"}, "--kv-budget", "--kv-budget"},
+        {{"eval", "--text", "unused.txt", "--policy", "h2o"}, "--kv-budget", "--kv-budget"},
+    };
+    for (const Flag& f : flags)
+        for (const std::string value : {"nan", "NaN", "-nan", "inf", "-inf", "infinity", "1e999",
+                                        "nan%", "inf%", "", "0x1p3", "1;5", "2 "}) {
+            std::vector<std::string> args = f.command;
+            args.push_back(f.flag);
+            args.push_back(value);
+            const std::string what = f.command[0] + " " + f.flag + " '" + value + "'";
+            auto r = kvscope(args, 20);
+            expect_one_line_refusal(r, 2, f.expect, what);
+            EXPECT_NE(r.err.find(f.flag), std::string::npos) << what << ": " << r.err;
+        }
+    // The window's --font-scale, where the window is built.
+    if (kvscope({"replay", "--help"}).exit_code == 0)
+        expect_one_line_refusal(
+            kvscope({"replay", test::write_file(test::temp_dir() + "/x.kvs", ""), "--font-scale",
+                     "nan"}),
+            2, "--font-scale: " + finite + "0.5 to 4", "replay --font-scale nan");
+}
+
+// 1e-45 over a logit is infinite, and softmax of infinities is NaN: every token came out as the
+// last of the vocabulary. A temperature too small to divide by samples as its limit does,
+// greedily.
+TEST(Hostile, ATemperatureTooSmallToDivideBySamplesGreedily) {
+    auto greedy = kvscope({"generate", "--prompt-ids", "1 2 3", "--max-tokens", "12", "--print-ids",
+                           "--threads", "1", "--temperature", "0"});
+    ASSERT_EQ(greedy.exit_code, 0) << greedy.err;
+    for (const char* tiny : {"1e-45", "1e-40", "1e-30"}) {
+        auto r = kvscope({"generate", "--prompt-ids", "1 2 3", "--max-tokens", "12", "--print-ids",
+                          "--threads", "1", "--temperature", tiny, "--top-p", "0.9"});
+        ASSERT_EQ(r.exit_code, 0) << tiny << ": " << r.err;
+        EXPECT_EQ(r.out, greedy.out) << tiny;
+    }
+}
+
+// A workload line of a million nested arrays overflowed the stack (in the message quoting the
+// value); every JSON kvscope reads is refused past 64 levels before it is parsed, at any place
+// in the line.
+TEST(Hostile, DeeplyNestedJsonInAWorkloadIsRefusedInOneLine) {
+    const std::string dir = test::temp_dir();
+    auto nested = [](size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); };
+    struct Case {
+        std::string name, line;
+    };
+    for (const Case& c : {
+             Case{"prompt_ids a million deep",
+                  "{\"id\":\"r\",\"prompt_ids\":" + nested(1000000) + "}"},
+             Case{"prompt_ids 100 000 deep",
+                  "{\"id\":\"r\",\"prompt_ids\":" + nested(100000) + "}"},
+             Case{"a million deep at the top", nested(1000000)},
+             Case{"objects 100 000 deep",
+                  [] {
+                      std::string s;
+                      for (int i = 0; i < 100000; ++i)
+                          s += "{\"a\":";
+                      return s + "1" + std::string(100000, '}');
+                  }()},
+             Case{"65 deep", "{\"id\":\"r\",\"prompt_ids\":[1],\"seed\":" + nested(64) + "}"},
+         }) {
+        const std::string w =
+            test::write_file(dir + "/deep.jsonl", "{\"prompt_ids\":[1]}\n" + c.line + "\n");
+        expect_one_line_refusal(kvscope({"run", "--workload", w}, 60), 1,
+                                "deep.jsonl:2: arrays and objects nested more than 64 deep",
+                                c.name);
+    }
+    // 64 deep parses, and is then refused for what it is.
+    const std::string w = test::write_file(
+        dir + "/ok.jsonl", "{\"id\":\"r\",\"prompt_ids\":[1],\"seed\":" + nested(63) + "}\n");
+    expect_one_line_refusal(kvscope({"run", "--workload", w}), 1,
+                            "ok.jsonl:1: 'seed' must be an integer, not an array of 1", "64 deep");
+}
+
+// Every field is type-checked before use, the line named; what a message shows of a value or
+// key is a few words, however large it is (a 50 MB key was quoted whole).
+TEST(Hostile, WorkloadValuesOfTheWrongTypeAreNamedShortlyWithTheirLine) {
+    const std::string dir = test::temp_dir();
+    const std::string huge(50u << 20, 'k');
+    struct Case {
+        std::string line, expect;
+    };
+    for (const Case& c : {
+             Case{"{\"" + huge + "\":1}", "unknown field 'kkkkkkkk"},
+             Case{"{\"prompt_ids\":[1],\"id\":\"" + huge + "\"}\n{\"prompt_ids\":[1],\"id\":\"" +
+                      huge + "\"}",
+                  "duplicate request id 'kkkk"},
+             Case{"{\"prompt_ids\":[\"" + huge + "\"]}", "'prompt_ids' holds the string 'kkkk"},
+             Case{"{\"prompt_ids\":[[1,2]]}", "'prompt_ids' holds an array of 2, not a token id"},
+             Case{"{\"prompt_ids\":{\"a\":1}}",
+                  "'prompt_ids' must be an array of token ids, not an object"},
+             Case{"{\"prompt\":[1]}", "'prompt' must be a string, not an array of 1"},
+             Case{"{\"prompt_ids\":[1],\"id\":7}", "'id' must be a string, not 7"},
+             Case{"{\"prompt_ids\":[1],\"n\":\"2\"}", "'n' must be an integer, not the string '2'"},
+             Case{"{\"prompt_ids\":[1],\"max_tokens\":1e300}",
+                  "'max_tokens' must be an integer, not 1e+300"},
+             Case{"{\"prompt_ids\":[1],\"temperature\":\"NaN\"}",
+                  "'temperature' must be a number, not the string 'NaN'"},
+             Case{"{\"prompt_ids\":[1],\"top_p\":1e999}", "a number too large"},
+             Case{"{\"prompt_ids\":[1],\"top_p\":null}", "'top_p' must be a number, not null"},
+             Case{"\"" + huge + "\"", "expected a JSON object, not the string 'kkkk"},
+         }) {
+        const std::string w = test::write_file(dir + "/w.jsonl", "# typed\n" + c.line + "\n");
+        auto r = kvscope({"run", "--workload", w}, 60);
+        expect_one_line_refusal(r, 1, "w.jsonl:", c.expect);
+        EXPECT_NE(r.err.find(c.expect), std::string::npos) << r.err.substr(0, 300);
+        EXPECT_TRUE(r.err.find("w.jsonl:2: ") != std::string::npos ||
+                    r.err.find("w.jsonl:3: ") != std::string::npos)
+            << r.err.substr(0, 300);
+    }
+}
+
 }  // namespace
 }  // namespace kvscope

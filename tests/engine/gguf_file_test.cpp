@@ -10,6 +10,7 @@
 #include <limits>
 #include <random>
 
+#include "base/terminal_text.h"
 #include "engine/gguf_file.h"
 #include "gguf_builder.h"
 #include "test_support.h"

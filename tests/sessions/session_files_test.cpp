@@ -107,6 +107,16 @@ TEST_F(SessionFiles, BadFilesAreRefusedWithAClearMessage) {
         sql(p, "UPDATE meta SET value='{\"num_blocks\": -5, \"block_size\": 16}' WHERE key='run'");
         cases.push_back({"absurd run info", p, "absurd pool dimensions"});
     }
+    {
+        // Run info nested 100 000 deep (every JSON kvscope reads stops at 64 levels).
+        std::string p = copy("deeprun.kvs");
+        sql(p,
+            "UPDATE meta SET value = '{\"num_blocks\": 48, \"block_size\": 16, \"x\": ' || "
+            "replace(hex(zeroblob(100000)), '00', '[') || replace(hex(zeroblob(100000)), '00', "
+            "']') || '}' WHERE key = 'run'");
+        cases.push_back({"deeply nested run info", p,
+                         "session run info: arrays and objects nested more than 64 deep"});
+    }
     for (const Case& c : cases) {
         auto r = SessionReader::open(c.path);
         std::string msg = r ? "" : r.error().message;
