@@ -12,7 +12,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "base/machine_memory.h"
 #include "engine/gguf_file.h"
+#include "gguf_builder.h"
 #include "test_support.h"
 
 namespace kvscope {
@@ -423,6 +425,69 @@ TEST(Hostile, BenchCpuRunsItsTestsAndRefusesBadOnes) {
     auto too_long = kvscope({"bench", "cpu", "--tests", "pp999999"});
     EXPECT_EQ(too_long.exit_code, 1) << too_long.err;
     EXPECT_NE(too_long.err.find("tokens of context"), std::string::npos) << too_long.err;
+}
+
+}  // namespace
+}  // namespace kvscope
+
+// Issue 29, part C: what another program, a huge setting or a long input did to a run.
+namespace kvscope {
+namespace {
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+// A copy of the bundled model whose metadata claims a context of `tokens`.
+std::string model_claiming_context(const std::string& dir, uint32_t tokens) {
+    std::string bytes = test::read_file(test::bundled_model());
+    const std::string key = "llama.context_length";
+    const size_t at = bytes.find(key);
+    EXPECT_NE(at, std::string::npos);
+    test::patch(bytes, at + key.size() + 4, tokens);  // after the key: u32 type, then the value
+    return test::write_file(dir + "/ctx.gguf", bytes);
+}
+
+TEST(Hostile, AHugeContextCostsOnlyTheTokensThatArrive) {
+    std::string dir = test::temp_dir();
+    auto million = kvscope({"generate", "--ctx-size", "1048576", "--max-tokens", "4"});
+    ASSERT_EQ(million.exit_code, 0) << million.err;
+    EXPECT_LT(million.peak_rss_bytes, 200 * kMiB);  // 3.1 GB when the context was reserved
+    // A model whose metadata claims 2^24 tokens of context: 9.3 GB and over a minute before.
+    auto claimed = kvscope({"generate", "--model", model_claiming_context(dir, 1u << 24),
+                            "--prompt", "In the beginning", "--max-tokens", "4"},
+                           60);
+    ASSERT_EQ(claimed.exit_code, 0) << claimed.err;
+    EXPECT_LT(claimed.peak_rss_bytes, 200 * kMiB);
+    // A pool asked for by size (half what this machine can spare: 9 GB here) holds only what
+    // the requests fill; it was all zero-filled before they started.
+    const auto blocks = static_cast<int64_t>(memory_to_spare() / 2 / (3072 * 16));  // 3 KiB a token
+    std::string w = test::write_file(dir + "/w.jsonl",
+                                     "{\"prompt_ids\":[1,5,9],\"max_tokens\":8}\n"
+                                     "{\"prompt_ids\":[1,6],\"max_tokens\":8}\n"
+                                     "{\"prompt_ids\":[1,7],\"max_tokens\":8}\n");
+    auto pool = kvscope({"run", "--workload", w, "--num-blocks", std::to_string(blocks)});
+    ASSERT_EQ(pool.exit_code, 0) << pool.err;
+    EXPECT_LT(pool.peak_rss_bytes, 200 * kMiB);
+}
+
+TEST(Hostile, WhatCannotFitTheMachineIsRefusedUpFrontSayingHowBig) {
+    const auto memory = static_cast<int64_t>(physical_memory_bytes());
+    // The bundled model's K/V: 6 layers x 2 x 64 floats = 3 KiB a token; blocks of 4096 tokens.
+    const int64_t blocks = memory / (int64_t{3072} * 4096) + 1;
+    std::string w = test::write_file(test::temp_dir() + "/w.jsonl", "{\"prompt_ids\":[1,2]}\n");
+    auto pool = kvscope(
+        {"run", "--workload", w, "--block-size", "4096", "--num-blocks", std::to_string(blocks)},
+        30);
+    expect_refused(pool, "a KV cache of " + std::to_string(blocks) + " blocks of 4096 tokens: ",
+                   "a pool larger than the machine");
+    EXPECT_NE(pool.err.find("this machine can spare"), std::string::npos) << pool.err;
+    // bench memory copies between two buffers of --size MiB (at most 65536).
+    const int64_t size_mib = memory / kMiB / 2 + 1;
+    if (size_mib > 65536) GTEST_SKIP() << "this machine holds two buffers of 64 GiB";
+    auto bench = kvscope({"bench", "memory", "--size", std::to_string(size_mib)}, 30);
+    expect_refused(bench,
+                   "--size " + std::to_string(size_mib) + ": two buffers of " +
+                       std::to_string(size_mib) + " MiB: ",
+                   "bench buffers larger than the machine");
 }
 
 }  // namespace
