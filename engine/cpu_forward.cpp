@@ -9,6 +9,7 @@
 #include "engine/cpu_matmul.h"
 #include "engine/cpu_ops.h"
 #include "engine/kv_eviction.h"
+#include "engine/mapped_file.h"
 #include "engine/q4_0_interleaved.h"
 #include "engine/thread_pool.h"
 
@@ -60,6 +61,14 @@ void add_bias(float* rows, int n_rows, const Vector& bias) {
 }  // namespace
 
 Status CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
+    Status ran = run_pass(batch, logits);
+    // Weights read as zeros once the model file shrank under its mapping (mapped_file.h): then
+    // neither these logits nor an error about them (a NaN) mean anything.
+    if (Status unchanged = MappedFile::check_unchanged(); !unchanged) return unchanged;
+    return ran;
+}
+
+Status CpuForward::run_pass(const ForwardBatch& batch, std::vector<float>& logits) {
     const ModelConfig& c = config_;
     if (capture_) capture_->rows.clear();
     const int n = static_cast<int>(batch.tokens.size());

@@ -47,6 +47,8 @@ class CpuForward : public Forward {
     KvBlockStore& kv_blocks() override { return kv_; }
 
   private:
+    // run() without its check that the weights' file is still whole.
+    Status run_pass(const ForwardBatch& batch, std::vector<float>& logits);
     void attention(const ForwardBatch& batch, int layer);
 
     const ModelConfig& config_;

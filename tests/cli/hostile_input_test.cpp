@@ -446,6 +446,26 @@ std::string model_claiming_context(const std::string& dir, uint32_t tokens) {
     return test::write_file(dir + "/ctx.gguf", bytes);
 }
 
+TEST(Hostile, AModelFileShrinkingUnderARunStopsItSayingSoAndTheRecordingStaysCheckable) {
+    std::string dir = test::temp_dir(), model = dir + "/m.gguf", kvs = dir + "/t.kvs";
+    fs::copy_file(test::bundled_model(), model);
+    test::CommandResult r;
+    std::thread run([&] {
+        r = kvscope({"generate", "--model", model, "--prompt-ids", "1", "--max-tokens", "500",
+                     "--threads", "1", "--record", kvs},
+                    300);
+    });
+    // The recording starts once the model is loaded, just before the first token.
+    const bool started = wait_for(kvs + ".part");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ASSERT_EQ(truncate(model.c_str(), 4096), 0);  // as another program's ftruncate would
+    run.join();
+    ASSERT_TRUE(started) << r.err;
+    expect_refused(r, model + ": the model file changed while in use", "a model cut short");
+    auto check = kvscope({"check", kvs});
+    EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+}
+
 TEST(Hostile, AHugeContextCostsOnlyTheTokensThatArrive) {
     std::string dir = test::temp_dir();
     auto million = kvscope({"generate", "--ctx-size", "1048576", "--max-tokens", "4"});
