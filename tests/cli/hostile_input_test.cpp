@@ -510,5 +510,37 @@ TEST(Hostile, WhatCannotFitTheMachineIsRefusedUpFrontSayingHowBig) {
                    "bench buffers larger than the machine");
 }
 
+TEST(Hostile, TokenizingALongTextTakesMemoryInProportionToIt) {
+    std::string dir = test::temp_dir();
+    std::string text;
+    for (int i = 0; text.size() < (size_t{20} << 20); ++i)
+        text +=
+            "And God said, Let there be light: and there was light " + std::to_string(i) + ".\n";
+    std::string file = test::write_file(dir + "/long.txt", text);
+    auto r = kvscope({"tokenize", "--file", file}, 300);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    // 55 times the text before (one merge heap over all of it); now the text, its ids and a
+    // word at a time. The ids are the same: tests/engine/tokenizer_test.cpp.
+    EXPECT_LT(r.peak_rss_bytes, 8 * static_cast<int64_t>(text.size())) << r.peak_rss_bytes;
+    EXPECT_GT(std::count(r.out.begin(), r.out.end(), ' '), 2'000'000);
+}
+
+TEST(Hostile, LongPerplexityRunsShowProgressInALogAndCanBeBounded) {
+    std::string text;
+    for (int i = 0; i < 400; ++i)
+        text += "In the beginning God created the heaven and the earth.\n";
+    std::string file = test::write_file(test::temp_dir() + "/t.txt", text);
+    auto r = kvscope({"perplexity", "--file", file, "--ctx", "16", "--chunks", "25"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    // stderr is a pipe here: whole lines, every ten chunks, and the run stops at 25 chunks.
+    EXPECT_NE(r.err.find("kvscope: chunk 10 of 25, about "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("kvscope: chunk 20 of 25, about "), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find('\r'), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("25 chunks of 16"), std::string::npos) << r.err;
+    EXPECT_NE(r.out.find("[25]"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("[26]"), std::string::npos) << r.out;
+    EXPECT_EQ(kvscope({"perplexity", "--file", file, "--chunks", "-1"}).exit_code, 2);
+}
+
 }  // namespace
 }  // namespace kvscope
