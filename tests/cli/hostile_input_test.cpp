@@ -542,5 +542,38 @@ TEST(Hostile, LongPerplexityRunsShowProgressInALogAndCanBeBounded) {
     EXPECT_EQ(kvscope({"perplexity", "--file", file, "--chunks", "-1"}).exit_code, 2);
 }
 
+TEST(Hostile, LargeMetadataArraysAreHeldAtTheirOwnSize) {
+    // Four arrays of 2^24 bytes: 64 MiB of file, which widened to 8 bytes an element took 512.
+    const std::string file = test::temp_dir() + "/arrays.gguf";
+    {  // gone before the command starts: a child's peak counts what it was forked with
+        test::GgufBuilder b;
+        b.kv_string("general.architecture", "llama");
+        for (int i = 0; i < 4; ++i)
+            b.array<uint8_t>("big." + std::to_string(i), test::kGgufU8,
+                             std::vector<uint8_t>(size_t{1} << 24, static_cast<uint8_t>(i)));
+        test::write_file(file, b.build());
+    }
+    auto r = kvscope({"generate", "--model", file});
+    EXPECT_EQ(r.exit_code, 1) << r.err;  // no model in it, but read through
+    EXPECT_NE(r.err.find("embedding_length"), std::string::npos) << r.err;
+    EXPECT_LT(r.peak_rss_bytes, 100 * kMiB);
+}
+
+TEST(Hostile, AHugeWorkloadIsWrittenAsItIsMadeNotHeld) {
+    std::string dir = test::temp_dir();
+    auto small = kvscope({"workload", "--requests", "1000", "--out", dir + "/small.jsonl"});
+    auto big = kvscope({"workload", "--requests", "20000", "--out", dir + "/big.jsonl"}, 300);
+    ASSERT_EQ(small.exit_code, 0) << small.err;
+    ASSERT_EQ(big.exit_code, 0) << big.err;
+    std::string lines = test::read_file(dir + "/big.jsonl");
+    EXPECT_EQ(std::count(lines.begin(), lines.end(), '\n'), 20000);
+    // 2.45 kB a request when all were held (49 MB more for the big one); now none are.
+    EXPECT_LT(big.peak_rss_bytes - small.peak_rss_bytes, 8 * kMiB)
+        << small.peak_rss_bytes << " " << big.peak_rss_bytes;
+    // The same requests, in the same order, as the file gets them.
+    std::string first = test::read_file(dir + "/small.jsonl");
+    EXPECT_EQ(lines.substr(0, first.size()), first);
+}
+
 }  // namespace
 }  // namespace kvscope
