@@ -60,7 +60,7 @@ void install_sigbus_handler() {
     std::call_once(once, [] {
         struct sigaction sa {};
         sa.sa_sigaction = on_sigbus;
-        sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+        sa.sa_flags = SA_SIGINFO;
         sigemptyset(&sa.sa_mask);
         sigaction(SIGBUS, &sa, &g_previous_sigbus);
     });
