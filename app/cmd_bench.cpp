@@ -7,6 +7,7 @@
 
 #include "app/commands.h"
 #include "app/machine_bandwidth.h"
+#include "base/machine_memory.h"
 #include "base/terminal_text.h"
 #include "sessions/bandwidth_json.h"
 
@@ -21,6 +22,15 @@ struct BenchMemoryOptions {
 };
 
 int run_bench_memory(const BenchMemoryOptions& o) {
+    // Two buffers (copy reads one and writes the other), every page touched before timing.
+    const uint64_t buffer_bytes = static_cast<uint64_t>(o.size_mib) << 20;
+    if (Status fits =
+            check_fits_in_memory(2 * buffer_bytes,
+                                 "--size " + std::to_string(o.size_mib) + ": two buffers of " +
+                                     std::to_string(o.size_mib) + " MiB",
+                                 "a smaller --size");
+        !fits)
+        return fail(fits.error().message);
     BandwidthOptions opt;
     opt.threads = o.threads;
     opt.buffer_bytes = static_cast<int64_t>(o.size_mib) << 20;

@@ -16,10 +16,13 @@
 namespace kvscope::app {
 
 namespace {
+constexpr int32_t kLogEveryChunks = 10;
+
 struct PerplexityOptions {
     std::string model;
     std::string file;
     int32_t ctx = 512;
+    int32_t chunks = 0;
     int32_t threads = 0;
     MatmulMode matmul = MatmulMode::kExact;
     Backend backend = Backend::kCpu;
@@ -45,11 +48,19 @@ int run_perplexity(const PerplexityOptions& o) {
     if (!engine) return fail(engine.error().message);
     auto t0 = std::chrono::steady_clock::now();
     ProgressLine progress;
-    auto r = perplexity(**engine, tokens, o.ctx, [&](int32_t done, int32_t total) {
-        if (!progress.due() && done < total) return;
+    auto r = perplexity(**engine, tokens, o.ctx, o.chunks, [&](int32_t done, int32_t total) {
+        // On a terminal the status line; in a log a line every kLogEveryChunks chunks, so a
+        // long run is never silent there either.
+        const bool log_line =
+            !progress.on_terminal() && done % kLogEveryChunks == 0 && done < total;
+        if (!log_line && !progress.due() && done < total) return;
         double s = progress.elapsed_seconds();
-        progress.show("chunk " + std::to_string(done) + " of " + std::to_string(total) +
-                      ", about " + format_duration(s / done * (total - done)) + " left");
+        const std::string text = "chunk " + std::to_string(done) + " of " + std::to_string(total) +
+                                 ", about " + format_duration(s / done * (total - done)) + " left";
+        if (log_line)
+            std::fprintf(stderr, "kvscope: %s\n", text.c_str());
+        else
+            progress.show(text);
     });
     progress.clear();
     if (!r) return fail(r.error().message);
@@ -72,6 +83,9 @@ Command register_perplexity(CLI::App& cli) {
     sub->add_option("--file", o->file, "Text file")->required();
     sub->add_option("--ctx", o->ctx, "Tokens per chunk")
         ->check(CLI::Range(2, 1 << 20))
+        ->capture_default_str();
+    sub->add_option("--chunks", o->chunks, "Score only the first N chunks (0 = all)")
+        ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
     sub->add_option("--threads", o->threads, "Worker threads (0 = all cores)")
         ->check(CLI::Range(0, 1024));

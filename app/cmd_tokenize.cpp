@@ -1,8 +1,9 @@
 // `kvscope tokenize`: the token ids of a text, as the engine sees them (llama-tokenize's job), for
 // checking a tokenizer against another implementation.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
-#include <sstream>
+#include <string_view>
 
 #include "app/commands.h"
 #include "app/data_paths.h"
@@ -20,11 +21,16 @@ struct TokenizeOptions {
     bool no_bos = false;
 };
 
+// Written in pieces of 64 KiB: a long text's ids as one string were as big again as the text.
 void print_ids(const std::vector<int32_t>& ids) {
     std::string out;
     for (size_t i = 0; i < ids.size(); ++i) {
         if (i) out += ' ';
         out += std::to_string(ids[i]);
+        if (out.size() >= (size_t{1} << 16)) {
+            std::fwrite(out.data(), 1, out.size(), stdout);
+            out.clear();
+        }
     }
     out += '\n';
     std::fwrite(out.data(), 1, out.size(), stdout);
@@ -48,9 +54,14 @@ int run_tokenize(const TokenizeOptions& o) {
         print_ids(tok->encode(text, bos));
         return 0;
     }
-    std::istringstream in(text);
-    for (std::string line; std::getline(in, line);)
-        print_ids(tok->encode(line, bos));
+    // Lines as views of the text (as std::getline splits it: a last line without its newline
+    // counts, an empty tail does not).
+    const std::string_view all = text;
+    for (size_t begin = 0; begin < all.size();) {
+        const size_t end = std::min(all.find('\n', begin), all.size());
+        print_ids(tok->encode(all.substr(begin, end - begin), bos));
+        begin = end + 1;
+    }
     return 0;
 }
 }  // namespace

@@ -28,19 +28,28 @@ int run_workload(const WorkloadOptions& o) {
     if (!kind) return fail(kind.error().message);
     auto model = load_model(o.model);
     if (!model) return fail(model.error().message);
-    auto reqs = generate_workload(kind.value(), o.requests, o.seed, model->tokenizer.get(),
-                                  model->config.vocab_size, model->config.context_length);
-    std::string text;
-    for (const auto& g : reqs)
-        text += request_to_json(g.request, g.prompt_text) + "\n";
-    if (o.out.empty()) {
-        text = json_terminal_safe(text);
-        std::fwrite(text.data(), 1, text.size(), stdout);
-        return 0;
+    // Each request is written as it is made (a million of them held at once took 2.45 GB): to
+    // stdout, or into the output file, which takes its place only once whole.
+    std::unique_ptr<OutputFile> file;
+    if (!o.out.empty()) {
+        auto created = OutputFile::create(o.out, {.force = o.force, .inputs = {o.model}});
+        if (!created) return fail(created.error().message);
+        file = std::move(created).value();
     }
-    Status w = write_output_file(o.out, text, {.force = o.force, .inputs = {o.model}});
+    int64_t written = 0;
+    generate_workload(kind.value(), o.requests, o.seed, model->tokenizer.get(),
+                      model->config.vocab_size, model->config.context_length,
+                      [&](const GeneratedRequest& g) {
+                          std::string line = request_to_json(g.request, g.prompt_text) + "\n";
+                          ++written;
+                          if (file) return static_cast<bool>(file->stream() << line);
+                          line = json_terminal_safe(line);
+                          return std::fwrite(line.data(), 1, line.size(), stdout) == line.size();
+                      });
+    if (!file) return 0;
+    Status w = file->commit();
     if (!w) return fail(w.error().message);
-    std::fprintf(stderr, "kvscope: wrote %zu requests to %s\n", reqs.size(),
+    std::fprintf(stderr, "kvscope: wrote %lld requests to %s\n", static_cast<long long>(written),
                  terminal_safe(o.out).c_str());
     return 0;
 }

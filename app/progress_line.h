@@ -17,6 +17,9 @@ class ProgressLine {
     ProgressLine(const ProgressLine&) = delete;
     ProgressLine& operator=(const ProgressLine&) = delete;
 
+    // Whether show() draws at all (stderr is a terminal): off one, a long command logs whole
+    // lines of progress now and then instead.
+    bool on_terminal() const { return enabled_; }
     // Whether show() would draw now (at most ten times a second): callers skip building text.
     bool due() const;
     void show(const std::string& text);

@@ -83,7 +83,7 @@ Status BlockManager::grow(BlockTable& table, int32_t new_num_tokens, int32_t own
         BlockId copy = take_block(owner, logical);
         if (storage_) storage_->copy_block(slot, copy);
         report(EventKind::kCowCopy, owner, copy, logical, slot);
-        pool_.release(slot);
+        release(slot);
         report(EventKind::kBlockFree, owner, slot, logical, pool_.refcount(slot));
         slot = copy;
         ++cow_copies_;
@@ -108,16 +108,20 @@ void BlockManager::free(BlockTable& table, int32_t owner) {
     for (size_t i = 0; i < table.blocks.size(); ++i) {
         BlockId b = table.blocks[i];
         if (b < 0) continue;  // already given back (token eviction)
-        pool_.release(b);
+        release(b);
         report(EventKind::kBlockFree, owner, b, static_cast<int32_t>(i), pool_.refcount(b));
     }
     table = BlockTable{};
 }
 
+void BlockManager::release(BlockId b) {
+    if (pool_.release(b) && !pool_.hash_of(b) && storage_) storage_->discard_block(b);
+}
+
 void BlockManager::release_block(BlockTable& table, int32_t logical, int32_t owner) {
     BlockId& b = table.blocks[static_cast<size_t>(logical)];
     if (b < 0) return;
-    pool_.release(b);
+    release(b);
     report(EventKind::kBlockFree, owner, b, logical, pool_.refcount(b));
     b = -1;
 }

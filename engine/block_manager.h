@@ -84,6 +84,10 @@ class BlockManager {
 
   private:
     BlockId take_block(int32_t owner, int32_t logical);
+    // Refcount - 1. A block that became free with no cached prefix holds nothing worth keeping:
+    // the storage may give its memory back (KvBlockStore::discard_block), so a long run holds
+    // what its sequences hold, not every block it ever touched.
+    void release(BlockId b);
     void report(EventKind kind, int32_t owner, BlockId block, int32_t a, int32_t b = 0,
                 int64_t wide = 0) const;
 

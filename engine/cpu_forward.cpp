@@ -9,6 +9,7 @@
 #include "engine/cpu_matmul.h"
 #include "engine/cpu_ops.h"
 #include "engine/kv_eviction.h"
+#include "engine/mapped_file.h"
 #include "engine/q4_0_interleaved.h"
 #include "engine/thread_pool.h"
 
@@ -51,6 +52,20 @@ size_t first_nonfinite(const float* x, size_t n) {
     return n;
 }
 
+// Calls visit(logical_block, first_slot, count) for the key slots below `len` a chunk's row may
+// attend to, in slot order: every block's, or with lanes only the blocks still held (a block
+// given back holds holes only, which score nothing).
+template <class Visit>
+void for_each_key_span(const SequenceChunk& chunk, int block_size, int len, Visit&& visit) {
+    if (chunk.lanes) {
+        chunk.lanes->for_each_held_span(
+            len, [&](int32_t first, int32_t count) { visit(first / block_size, first, count); });
+        return;
+    }
+    for (int first = 0, block = 0; first < len; first += block_size, ++block)
+        visit(block, first, std::min(block_size, len - first));
+}
+
 void add_bias(float* rows, int n_rows, const Vector& bias) {
     if (!bias.data) return;
     for (int r = 0; r < n_rows; ++r)
@@ -60,6 +75,14 @@ void add_bias(float* rows, int n_rows, const Vector& bias) {
 }  // namespace
 
 Status CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
+    Status ran = run_pass(batch, logits);
+    // Weights read as zeros once the model file shrank under its mapping (mapped_file.h): then
+    // neither these logits nor an error about them (a NaN) mean anything.
+    if (Status unchanged = MappedFile::check_unchanged(); !unchanged) return unchanged;
+    return ran;
+}
+
+Status CpuForward::run_pass(const ForwardBatch& batch, std::vector<float>& logits) {
     const ModelConfig& c = config_;
     if (capture_) capture_->rows.clear();
     const int n = static_cast<int>(batch.tokens.size());
@@ -91,6 +114,16 @@ Status CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
         }
     }
     if (any_lanes) row_stats_.assign(N * static_cast<size_t>(c.n_kv_heads), {});
+    // The key slots each row's attention visits (the same in every layer).
+    row_keys_.resize(N);
+    times_ = {};
+    for (size_t r = 0; r < N; ++r) {
+        int keys = 0;
+        for_each_key_span(batch.chunks[static_cast<size_t>(row_chunk_[r])], kv_.block_size(),
+                          row_slot_[r] + 1, [&](int, int, int count) { keys += count; });
+        row_keys_[r] = keys;
+        times_.attention_key_slots += int64_t{keys} * c.n_kv_heads * c.n_layers;
+    }
     // Each row's rotation angles, once for all its heads and layers: taken per head, the same
     // sines and cosines were worked out n_heads + n_kv_heads times per layer.
     rope_cos_sin_.resize(N * c.head_dim);
@@ -126,7 +159,6 @@ Status CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
     if (Status s = check_finite(x_.data(), N * c.dim, c.dim, "the token embedding"); !s) return s;
 
     using clock = std::chrono::steady_clock;
-    times_ = {};
     auto since = [](clock::time_point t) {
         return std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now() - t).count();
     };
@@ -228,7 +260,7 @@ Status CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
                 KernelCost k = elementwise_cost(n64 * q_dim, n64 * q_dim, 0);
                 k.kv_read_bytes = attention_kv_read_bytes(batch, l);
                 for (size_t r = 0; r < N; ++r)  // QK and PV over the row's keys, every head
-                    k.flops += 4 * static_cast<int64_t>(row_slot_[r] + 1) * q_dim;
+                    k.flops += 4 * static_cast<int64_t>(row_keys_[r]) * q_dim;
                 return k;
             });
 
@@ -334,7 +366,6 @@ Status CpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
 
 int64_t CpuForward::attention_kv_read_bytes(const ForwardBatch& batch, int layer) const {
     const ModelConfig& c = config_;
-    const int bs = kv_.block_size();
     int64_t held = 0;
     size_t row = 0;
     for (const SequenceChunk& ch : batch.chunks) {
@@ -343,16 +374,14 @@ int64_t CpuForward::attention_kv_read_bytes(const ForwardBatch& batch, int layer
         const int len = row_slot_[row - 1] + 1;
         for (int h = 0; h < c.n_kv_heads; ++h) {
             const LaneStats* lane = ch.lanes ? &ch.lanes->lane(layer, h) : nullptr;
-            for (int t0 = 0, blk = 0; t0 < len; t0 += bs, ++blk) {
-                if (ch.table->blocks[static_cast<size_t>(blk)] < 0) continue;
-                const int span = std::min(bs, len - t0);
+            for_each_key_span(ch, kv_.block_size(), len, [&](int, int first, int count) {
                 if (!lane) {
-                    held += span;
-                    continue;
+                    held += count;
+                    return;
                 }
-                for (int s = 0; s < span; ++s)
-                    held += lane->position[static_cast<size_t>(t0 + s)] >= 0;
-            }
+                for (int s = first; s < first + count; ++s)
+                    held += lane->position[static_cast<size_t>(s)] >= 0;
+            });
         }
     }
     return held * kv_.bytes_per_lane_token();
@@ -363,18 +392,20 @@ void CpuForward::attention(const ForwardBatch& batch, int layer) {
     const int n = static_cast<int>(batch.tokens.size());
     const int hd = c.head_dim, group = c.group_size(), bs = kv_.block_size(), kv_dim = c.kv_dim();
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    int max_slot = 0;
-    for (int32_t p : row_slot_)
-        max_slot = std::max(max_slot, p);
-    int64_t cost = static_cast<int64_t>(n) * c.n_heads * (max_slot + 1) * hd * 2;
+    int max_keys = 0;
+    int64_t cost = 0;
+    for (int keys : row_keys_) {
+        max_keys = std::max(max_keys, keys);
+        cost += static_cast<int64_t>(keys) * c.n_heads * hd * 2;
+    }
     constexpr float kHole = -std::numeric_limits<float>::infinity();
 
     // One task per (row, KV head): the query heads that share a KV head read each key and
-    // value once. Keys are visited block by block, so each block's slots are contiguous.
+    // value once. Keys are visited block by block, so each block's slots are contiguous; a row's
+    // scores are indexed in that order (key k of the row), over the blocks it visits only.
     pool_.parallel_for(
         static_cast<int64_t>(n) * c.n_kv_heads, cost, [&](int64_t begin, int64_t end) {
-            std::vector<float> scores(static_cast<size_t>(group) *
-                                      static_cast<size_t>(max_slot + 1));
+            std::vector<float> scores(static_cast<size_t>(group) * static_cast<size_t>(max_keys));
             // Quantized caches: one block of one KV head, dequantized ([slot][head_dim]).
             const bool in_place = kv_.dtype() == KvDtype::kF32;
             std::vector<float> kbuf, vbuf;
@@ -391,22 +422,19 @@ void CpuForward::attention(const ForwardBatch& batch, int layer) {
                 const int kvh = static_cast<int>(task % c.n_kv_heads);
                 const int pos = row_pos_[r];
                 const int len = row_slot_[r] + 1;  // keys: slots 0 .. the row's own
+                const int keys = row_keys_[r];     // those of them in blocks still held
                 const SequenceChunk& chunk = batch.chunks[static_cast<size_t>(row_chunk_[r])];
                 const BlockTable& table = *chunk.table;
                 // Token eviction: slots the lane no longer holds score -inf (probability 0
-                // exactly), and blocks given back are not read at all.
+                // exactly), and blocks given back are not visited at all.
                 const LaneStats* lane = chunk.lanes ? &chunk.lanes->lane(layer, kvh) : nullptr;
                 const float* q0 = &q_[r * c.q_dim() + static_cast<size_t>(kvh * group) * hd];
                 const int kv_off = kvh * hd;
-                for (int t0 = 0, blk = 0; t0 < len; t0 += bs, ++blk) {
+                int k0 = 0;  // the block's first key in the row's scores
+                for_each_key_span(chunk, bs, len, [&](int blk, int t0, int span) {
                     const BlockId block = table.blocks[static_cast<size_t>(blk)];
-                    const int span = std::min(bs, len - t0);
                     for (int g = 0; g < group; ++g) {
-                        float* sg = &scores[static_cast<size_t>(g) * len + t0];
-                        if (block < 0) {
-                            std::fill(sg, sg + span, kHole);
-                            continue;
-                        }
+                        float* sg = &scores[static_cast<size_t>(g) * keys + k0];
                         // f32 is read in place (stride kv_dim); other dtypes are dequantized
                         // once per block (stride head_dim) and scored the same way.
                         const float* kb;
@@ -428,39 +456,42 @@ void CpuForward::attention(const ForwardBatch& batch, int layer) {
                                         ? kHole
                                         : dot(q, kb + static_cast<size_t>(s) * stride, hd) * scale;
                     }
-                }
+                    k0 += span;
+                });
                 std::vector<float>* stats =
                     chunk.lanes ? &row_stats_[r * static_cast<size_t>(c.n_kv_heads) +
                                               static_cast<size_t>(kvh)]
                                 : nullptr;
-                if (stats) stats->assign(static_cast<size_t>(len), 0.0f);
+                if (stats) stats->assign(static_cast<size_t>(keys), 0.0f);
                 for (int g = 0; g < group; ++g) {
-                    float* probs = &scores[static_cast<size_t>(g) * len];
-                    softmax(probs, len);
+                    float* probs = &scores[static_cast<size_t>(g) * keys];
+                    softmax(probs, keys);
                     if (stats)
-                        for (int t = 0; t < len; ++t)
-                            (*stats)[static_cast<size_t>(t)] += probs[t];
+                        for (int k = 0; k < keys; ++k)
+                            (*stats)[static_cast<size_t>(k)] += probs[k];
                     const int head = kvh * group + g;
                     if (capture_ &&
                         capture_->wanted[static_cast<size_t>(layer * c.n_heads + head)]) {
                         // Quantized here, in the worker, so the lock guards only a move. A row is
                         // over key positions 0..pos; with lanes, slots map to their positions.
                         std::vector<uint8_t> q8(static_cast<size_t>(pos + 1), 0);
-                        for (int t = 0; t < len; ++t) {
-                            int at = lane ? lane->position[static_cast<size_t>(t)] : t;
-                            if (at >= 0)
-                                q8[static_cast<size_t>(at)] = quantize_probability(probs[t]);
-                        }
+                        int k = 0;
+                        for_each_key_span(chunk, bs, len, [&](int, int t0, int span) {
+                            for (int t = t0; t < t0 + span; ++t, ++k) {
+                                int at = lane ? lane->position[static_cast<size_t>(t)] : t;
+                                if (at >= 0)
+                                    q8[static_cast<size_t>(at)] = quantize_probability(probs[k]);
+                            }
+                        });
                         std::lock_guard lock(capture_mutex_);
                         capture_->rows.push_back({row_chunk_[r], pos, layer, head, std::move(q8)});
                     }
                 }
                 float* out0 = &att_[r * c.q_dim() + static_cast<size_t>(kvh * group) * hd];
                 std::fill(out0, out0 + static_cast<size_t>(group) * hd, 0.0f);
-                for (int t0 = 0, blk = 0; t0 < len; t0 += bs, ++blk) {
+                k0 = 0;
+                for_each_key_span(chunk, bs, len, [&](int blk, int t0, int span) {
                     const BlockId block = table.blocks[static_cast<size_t>(blk)];
-                    if (block < 0) continue;
-                    const int span = std::min(bs, len - t0);
                     const float* vb;
                     size_t stride;
                     if (in_place) {
@@ -472,7 +503,7 @@ void CpuForward::attention(const ForwardBatch& batch, int layer) {
                         stride = static_cast<size_t>(hd);
                     }
                     for (int g = 0; g < group; ++g) {
-                        const float* pg = &scores[static_cast<size_t>(g) * len + t0];
+                        const float* pg = &scores[static_cast<size_t>(g) * keys + k0];
                         float* out = out0 + g * hd;
                         for (int s = 0; s < span; ++s) {
                             if (lane && lane->position[static_cast<size_t>(t0 + s)] < 0) continue;
@@ -482,7 +513,8 @@ void CpuForward::attention(const ForwardBatch& batch, int layer) {
                                 out[i] += a * v[i];
                         }
                     }
-                }
+                    k0 += span;
+                });
             }
         });
 }
@@ -490,37 +522,49 @@ void CpuForward::attention(const ForwardBatch& batch, int layer) {
 void CpuForward::gather_lane_stats(const ForwardBatch& batch, int layer) {
     const ModelConfig& c = config_;
     const auto n_kv = static_cast<size_t>(c.n_kv_heads);
+    const int bs = kv_.block_size();
     size_t row = 0;
     for (const SequenceChunk& ch : batch.chunks) {
         const size_t first = row;
         row += static_cast<size_t>(ch.num_tokens);
         SequenceLanes* lanes = ch.lanes;
         if (!lanes || ch.num_tokens == 0) continue;
-        // Row order, whatever thread computed each row: the same sums on every run.
+        // Row order, whatever thread computed each row: the same sums on every run. A row's
+        // statistics are over the keys it visited (key k of its attention), in slot order.
         for (size_t r = first; r < row; ++r) {
             const bool observed = lanes->want_observed && row_pos_[r] >= lanes->observe_from;
+            if (!lanes->want_accumulated && !observed) continue;
             for (size_t kvh = 0; kvh < n_kv; ++kvh) {
                 const std::vector<float>& st = row_stats_[r * n_kv + kvh];
                 LaneStats& lane = lanes->lane(layer, static_cast<int32_t>(kvh));
-                for (size_t s = 0; s < st.size(); ++s) {
-                    if (lanes->want_accumulated) lane.accumulated[s] += st[s];
-                    if (observed) lane.observed[s] += st[s];
-                }
+                size_t k = 0;
+                for_each_key_span(ch, bs, row_slot_[r] + 1, [&](int, int t0, int span) {
+                    for (auto s = static_cast<size_t>(t0); s < static_cast<size_t>(t0 + span);
+                         ++s, ++k) {
+                        if (lanes->want_accumulated) lane.accumulated[s] += st[k];
+                        if (observed) lane.observed[s] += st[k];
+                    }
+                });
             }
         }
         if (lanes->want_current) {
             // The newest query's attention, averaged over every head of the layer.
             const size_t last = row - 1;
-            const size_t len = row_stats_[last * n_kv].size();
-            std::vector<float> mean(len, 0.0f);
+            const size_t keys = row_stats_[last * n_kv].size();
+            std::vector<float> mean(keys, 0.0f);
             for (size_t kvh = 0; kvh < n_kv; ++kvh)
-                for (size_t s = 0; s < len; ++s)
-                    mean[s] += row_stats_[last * n_kv + kvh][s];
+                for (size_t k = 0; k < keys; ++k)
+                    mean[k] += row_stats_[last * n_kv + kvh][k];
             for (float& m : mean)
                 m /= static_cast<float>(c.n_heads);
             for (size_t kvh = 0; kvh < n_kv; ++kvh) {
                 LaneStats& lane = lanes->lane(layer, static_cast<int32_t>(kvh));
-                std::copy(mean.begin(), mean.end(), lane.current.begin());
+                size_t k = 0;
+                for_each_key_span(ch, bs, row_slot_[last] + 1, [&](int, int t0, int span) {
+                    std::copy_n(mean.begin() + static_cast<long>(k), span,
+                                lane.current.begin() + t0);
+                    k += static_cast<size_t>(span);
+                });
             }
         }
     }

@@ -47,6 +47,8 @@ class CpuForward : public Forward {
     KvBlockStore& kv_blocks() override { return kv_; }
 
   private:
+    // run() without its check that the weights' file is still whole.
+    Status run_pass(const ForwardBatch& batch, std::vector<float>& logits);
     void attention(const ForwardBatch& batch, int layer);
 
     const ModelConfig& config_;
@@ -77,6 +79,7 @@ class CpuForward : public Forward {
     // Activations, resized per batch.
     std::vector<float> x_, xb_, q_, k_, v_, att_, hb_, hb2_;
     std::vector<int32_t> row_pos_, row_chunk_, row_slot_;
+    std::vector<int> row_keys_;        // key slots the row's attention visits (for_each_key_span)
     std::vector<float> rope_cos_sin_;  // [row][head_dim]: rope_angles of the row's position
     // Per (row, KV head) of sequences with lanes: attention summed over the group's query
     // heads, by slot, reduced into the lanes in row order after each layer.

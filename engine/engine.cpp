@@ -3,6 +3,8 @@
 #include <sstream>
 #include <thread>
 
+#include "base/machine_memory.h"
+
 namespace kvscope {
 
 namespace {
@@ -32,17 +34,20 @@ Status validate_engine_options(const ModelConfig& config, const EngineOptions& o
     else if (o.threads < 0 || o.threads > kMaxThreads)
         msg << "threads must be between 1 and " << kMaxThreads << " (0 = all cores), got "
             << o.threads;
-    else {
-        EngineOptions r = resolve(config, o);
-        double bytes = 2.0 * config.n_layers * config.kv_dim() * sizeof(float) *
-                       static_cast<double>(r.block_size) * r.num_blocks;
-        constexpr double kMaxCacheBytes = 64.0 * (1ull << 30);
-        if (bytes > kMaxCacheBytes)
-            msg << "a KV cache of " << r.num_blocks << " blocks of " << r.block_size
-                << " tokens needs " << bytes / (1ull << 30) << " GiB; the limit is 64 GiB";
-    }
     std::string s = msg.str();
     if (!s.empty()) return Error{s};
+    // A pool asked for by size must fit the machine: it may all be filled. The default one, the
+    // model's whole context, is committed only as tokens arrive (kv_cache.h), and generate()
+    // checks what one generation needs.
+    if (o.num_blocks > 0) {
+        const uint64_t bytes =
+            KvCacheStorage(config, o.block_size, 0, o.kv_dtype).bytes_per_block() *
+            static_cast<uint64_t>(o.num_blocks);
+        return check_fits_in_memory(bytes,
+                                    "a KV cache of " + std::to_string(o.num_blocks) +
+                                        " blocks of " + std::to_string(o.block_size) + " tokens",
+                                    "fewer --num-blocks, or a smaller --kv-dtype");
+    }
     return {};
 }
 

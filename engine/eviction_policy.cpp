@@ -17,10 +17,21 @@ namespace {
 
 // The valid slots, oldest position first (compaction may have moved a newer token into an
 // older slot, so slot order is not always position order).
-std::vector<int32_t> valid_slots(const LaneStats& lane) {
+std::vector<int32_t> valid_slots(const LaneStats& lane, const EvictionParams& p) {
     std::vector<int32_t> out;
-    for (size_t s = 0; s < lane.position.size(); ++s)
-        if (lane.position[s] >= 0) out.push_back(static_cast<int32_t>(s));
+    const auto slots = static_cast<int32_t>(lane.position.size());
+    auto take = [&](int32_t first, int32_t end) {
+        for (int32_t s = first; s < end; ++s)
+            if (lane.position[static_cast<size_t>(s)] >= 0) out.push_back(s);
+    };
+    if (!p.held_blocks) {
+        take(0, slots);
+    } else {
+        for (int32_t b : *p.held_blocks) {
+            if (b * p.block_size >= slots) break;
+            take(b * p.block_size, std::min(slots, (b + 1) * p.block_size));
+        }
+    }
     std::sort(out.begin(), out.end(), [&](int32_t a, int32_t b) {
         return lane.position[static_cast<size_t>(a)] < lane.position[static_cast<size_t>(b)];
     });
@@ -63,7 +74,7 @@ class Streaming final : public EvictionPolicy {
     std::string_view name() const override { return "streaming"; }
     void choose(const LaneStats& lane, const EvictionParams& p,
                 std::vector<EvictionChoice>& out) const override {
-        auto slots = valid_slots(lane);
+        auto slots = valid_slots(lane, p);
         auto protect = protect_recent(slots.size(), p.budget - p.sinks);
         for (size_t i = 0; i < slots.size(); ++i)
             if (lane.position[static_cast<size_t>(slots[i])] < p.sinks) protect[i] = true;
@@ -79,7 +90,7 @@ class HeavyHitters final : public EvictionPolicy {
     std::string_view name() const override { return "h2o"; }
     void choose(const LaneStats& lane, const EvictionParams& p,
                 std::vector<EvictionChoice>& out) const override {
-        auto slots = valid_slots(lane);
+        auto slots = valid_slots(lane, p);
         int32_t window = std::min(p.window >= 0 ? p.window : p.budget / 2, p.budget);
         auto protect = protect_recent(slots.size(), window);
         auto acc = [&](int32_t s) { return static_cast<double>(at(lane.accumulated, s)); };
@@ -93,7 +104,7 @@ class SnapKv final : public EvictionPolicy {
     bool once_after_prefill() const override { return true; }
     void choose(const LaneStats& lane, const EvictionParams& p,
                 std::vector<EvictionChoice>& out) const override {
-        auto slots = valid_slots(lane);
+        auto slots = valid_slots(lane, p);
         // The observation window is kept, but never beyond the budget itself.
         int32_t window = std::min(p.window >= 0 ? p.window : p.observation, p.budget);
         auto protect = protect_recent(slots.size(), window);
@@ -124,7 +135,7 @@ class Tova final : public EvictionPolicy {
     std::string_view name() const override { return "tova"; }
     void choose(const LaneStats& lane, const EvictionParams& p,
                 std::vector<EvictionChoice>& out) const override {
-        auto slots = valid_slots(lane);
+        auto slots = valid_slots(lane, p);
         auto protect = protect_recent(slots.size(), 1);  // the newest token: the query itself
         auto current = [&](int32_t s) { return static_cast<double>(at(lane.current, s)); };
         evict_lowest(lane, slots, protect, p.budget, "low-current-attention", current, current,
@@ -137,7 +148,7 @@ class KeyNorm final : public EvictionPolicy {
     std::string_view name() const override { return "knorm"; }
     void choose(const LaneStats& lane, const EvictionParams& p,
                 std::vector<EvictionChoice>& out) const override {
-        auto slots = valid_slots(lane);
+        auto slots = valid_slots(lane, p);
         std::vector<bool> protect(slots.size(), false);
         auto norm = [&](int32_t s) { return static_cast<double>(at(lane.key_norm, s)); };
         // Largest norms go first: rank by the negated norm, report the norm itself.

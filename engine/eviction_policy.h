@@ -37,6 +37,10 @@ struct LaneStats {
 };
 
 struct EvictionParams {
+    // The lane's blocks still held (SequenceLanes::held_blocks), of `block_size` slots: every
+    // slot outside them is a hole, not worth visiting. Null: every slot is looked at.
+    const std::vector<int32_t>* held_blocks = nullptr;
+    int32_t block_size = 0;
     int32_t budget = 0;        // tokens this lane may keep
     int32_t sinks = 4;         // streaming: first tokens always kept
     int32_t window = -1;       // h2o / snapkv: recent tokens always kept; -1: half the budget

@@ -71,6 +71,9 @@ struct AttentionCapture {
 // (norm, QKV, RoPE, cache write, attention, output projection) and the MLP block.
 struct ForwardPhaseTimes {
     int64_t attention_ns = 0, mlp_ns = 0;
+    // Key slots attention scored, summed over rows, KV heads and layers: the work that grows
+    // with what the cache holds (under eviction, the budget), not with the time taken.
+    int64_t attention_key_slots = 0;
 };
 
 class Forward {

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <sstream>
 
+#include "base/machine_memory.h"
 #include "engine/scheduler.h"
 
 namespace kvscope {
@@ -34,6 +35,15 @@ Result<GenerateStats> generate(Engine& engine, const GenerateRequest& request,
             << " blocks but this generation needs " << need;
         return Error{msg.str()};
     }
+    // The pool is committed as it fills (kv_cache.h): what this generation fills must fit.
+    if (!engine.options().backend)
+        if (Status fits =
+                check_fits_in_memory(static_cast<uint64_t>(need) * engine.kv().bytes_per_block(),
+                                     "the K/V of " + std::to_string(prompt_len) + " + " +
+                                         std::to_string(request.max_tokens) + " tokens",
+                                     "fewer --max-tokens, or a smaller --kv-dtype");
+            !fits)
+            return fits.error();
 
     Request r;
     r.id = "generate";

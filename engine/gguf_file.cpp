@@ -105,6 +105,15 @@ class Reader {
         pos_ += sizeof(T);
         return true;
     }
+    const uint8_t* here() const { return b_.data() + pos_; }
+    bool skip(uint64_t n, const std::string& what) {
+        if (!error_.empty()) return false;
+        if (left() < n)
+            return fail("truncated at byte " + std::to_string(pos_) + " while reading " + what +
+                        " (the file has " + std::to_string(b_.size()) + " bytes)");
+        pos_ += n;
+        return true;
+    }
     bool string(std::string& s, const std::string& what) {
         uint64_t n;
         if (!read(n, "the length of " + what)) return false;
@@ -223,19 +232,55 @@ bool read_value(Reader& r, const std::string& qkey, GgufValue& v) {
             if (!r.string(v.strings[k], "element " + std::to_string(k) + " of array " + qkey))
                 return false;
     } else {
-        v.numbers.resize(count);
-        GgufValue element;
-        for (uint64_t k = 0; k < count; ++k) {
-            if (!read_scalar(r, v.array_type, element,
-                             "element " + std::to_string(k) + " of array " + qkey))
-                return false;
-            v.numbers[k] = element.f;
+        // Left in the image; only bools are looked at now (a byte other than 0 or 1 is corrupt).
+        const uint8_t* first = r.here();
+        if (v.array_type == GgufValueType::BOOL) {
+            GgufValue element;
+            for (uint64_t k = 0; k < count; ++k)
+                if (!read_scalar(r, v.array_type, element,
+                                 "element " + std::to_string(k) + " of array " + qkey))
+                    return false;
+        } else if (!r.skip(count * min_size, "the elements of array " + qkey)) {
+            return false;
         }
+        v.numbers = GgufNumberArray(v.array_type, first, count);
     }
     return true;
 }
 
 }  // namespace
+
+double GgufNumberArray::operator[](size_t i) const {
+    auto element = [&](auto x) {
+        std::memcpy(&x, data_ + i * sizeof(x), sizeof(x));
+        return static_cast<double>(x);
+    };
+    switch (type_) {
+        case GgufValueType::UINT8:
+        case GgufValueType::BOOL:
+            return element(uint8_t{});
+        case GgufValueType::INT8:
+            return element(int8_t{});
+        case GgufValueType::UINT16:
+            return element(uint16_t{});
+        case GgufValueType::INT16:
+            return element(int16_t{});
+        case GgufValueType::UINT32:
+            return element(uint32_t{});
+        case GgufValueType::INT32:
+            return element(int32_t{});
+        case GgufValueType::UINT64:
+            return element(uint64_t{});
+        case GgufValueType::INT64:
+            return element(int64_t{});
+        case GgufValueType::FLOAT32:
+            return element(float{});
+        case GgufValueType::FLOAT64:
+            return element(double{});
+        default:
+            return 0;
+    }
+}
 
 Result<GgufFile> GgufFile::open(const std::string& path) {
     auto m = MappedFile::open(path);
@@ -447,7 +492,7 @@ Result<const std::vector<std::string>*> GgufFile::get_string_array(const std::st
     return &v->strings;
 }
 
-Result<const std::vector<double>*> GgufFile::get_number_array(const std::string& key) const {
+Result<const GgufNumberArray*> GgufFile::get_number_array(const std::string& key) const {
     const GgufValue* v = find(key);
     if (!v) return Error{name_ + ": metadata key '" + key + "' is missing"};
     if (v->type != GgufValueType::ARRAY || v->array_type == GgufValueType::STRING)

@@ -24,6 +24,9 @@ class KvBlockStore {
     // Compaction: one KV head's token moves to another slot.
     virtual void move_lane(int layer, int kv_head, BlockId from, int from_slot, BlockId to,
                            int to_slot) = 0;
+    // The block went back to the pool holding nothing worth keeping (no cached prefix): its
+    // memory may go back to the system until it is written again. Nothing by default.
+    virtual void discard_block(BlockId) {}
 };
 
 }  // namespace kvscope

@@ -18,17 +18,17 @@ KvCacheStorage::KvCacheStorage(const ModelConfig& config, int32_t block_size, in
     const size_t elems = elem_bytes_per_block() * static_cast<size_t>(num_blocks);
     const size_t slots = static_cast<size_t>(num_blocks) * static_cast<size_t>(block_size);
     for (Layer& L : layers_) {
-        L.k.assign(elems, 0);
-        L.v.assign(elems, 0);
+        L.k = OnDemandArray<uint8_t>(elems);
+        L.v = OnDemandArray<uint8_t>(elems);
         if (dtype == KvDtype::kInt8) {
-            L.k_scale.assign(slots * static_cast<size_t>(n_kv_heads_), 0.0f);
-            L.v_scale.assign(slots * static_cast<size_t>(n_kv_heads_), 0.0f);
+            L.k_scale = OnDemandArray<float>(slots * static_cast<size_t>(n_kv_heads_));
+            L.v_scale = OnDemandArray<float>(slots * static_cast<size_t>(n_kv_heads_));
         }
         if (dtype == KvDtype::kInt4) {
-            L.v_scale.assign(slots * static_cast<size_t>(n_kv_heads_ * groups_per_head()) * 2,
-                             0.0f);
-            L.k_params.assign(static_cast<size_t>(num_blocks) * static_cast<size_t>(kv_dim_) * 2,
-                              0.0f);
+            L.v_scale = OnDemandArray<float>(
+                slots * static_cast<size_t>(n_kv_heads_ * groups_per_head()) * 2);
+            L.k_params = OnDemandArray<float>(static_cast<size_t>(num_blocks) *
+                                              static_cast<size_t>(kv_dim_) * 2);
         }
     }
 }
@@ -200,13 +200,30 @@ void KvCacheStorage::move_lane(int layer, int kv_head, BlockId from, int from_sl
     const auto h = static_cast<size_t>(kv_head);
     const size_t a = slot_index(from, from_slot), b = slot_index(to, to_slot);
     const size_t width = dtype_ == KvDtype::kF32 ? 4 : dtype_ == KvDtype::kF16 ? 2 : 1;
-    for (std::vector<uint8_t>* elems : {&L.k, &L.v})
+    for (OnDemandArray<uint8_t>* elems : {&L.k, &L.v})
         std::memmove(elems->data() + (b * dim + h * hd) * width,
                      elems->data() + (a * dim + h * hd) * width, hd * width);
     if (dtype_ == KvDtype::kInt8)
-        for (std::vector<float>* scale : {&L.k_scale, &L.v_scale})
+        for (OnDemandArray<float>* scale : {&L.k_scale, &L.v_scale})
             (*scale)[b * static_cast<size_t>(n_kv_heads_) + h] =
                 (*scale)[a * static_cast<size_t>(n_kv_heads_) + h];
+}
+
+void KvCacheStorage::discard_block(BlockId block) {
+    const auto b = static_cast<size_t>(block);
+    const size_t eb = elem_bytes_per_block();
+    for (Layer& L : layers_) {
+        L.k.release(b * eb, eb);
+        L.v.release(b * eb, eb);
+        // Scales are laid out per slot (k_params per block): the block's share of each.
+        for (OnDemandArray<float>* scales : {&L.k_scale, &L.v_scale})
+            if (!scales->empty()) {
+                const size_t per_block = scales->size() / static_cast<size_t>(num_blocks_);
+                scales->release(b * per_block, per_block);
+            }
+        const size_t params = static_cast<size_t>(kv_dim_) * 2;
+        if (!L.k_params.empty()) L.k_params.release(b * params, params);
+    }
 }
 
 void KvCacheStorage::copy_block(BlockId src, BlockId dst) {

@@ -14,7 +14,9 @@
 //         tokens are a block here, 16 by default, 32 with --block-size 32). A block's keys are
 //         kept in f32 until its last slot is written, then quantized together: the newest
 //         tokens stay in full precision until their group fills, as KIVI does.
-// Every dtype but f32 is dequantized inside attention (read_lane()).
+// Every dtype but f32 is dequantized inside attention (read_lane()). The arrays are committed as
+// blocks are first written (on_demand_array.h): a pool sized for a long context costs only what
+// a run fills.
 
 #include <cstddef>
 #include <cstdint>
@@ -25,6 +27,7 @@
 #include "engine/kv_block_store.h"
 #include "engine/kv_quant.h"
 #include "engine/model_config.h"
+#include "engine/on_demand_array.h"
 
 namespace kvscope {
 
@@ -75,16 +78,19 @@ class KvCacheStorage : public KvBlockStore {
                    int to_slot) override;
 
     void copy_block(BlockId src, BlockId dst) override;
+    // The block's pages go back to the system (whole pages only: a block of one layer smaller
+    // than a page keeps it).
+    void discard_block(BlockId block) override;
     // One block of every layer as bytes, for swapping to host, and back.
     void save_block(BlockId block, std::vector<uint8_t>& out) const override;
     void load_block(BlockId block, const std::vector<uint8_t>& in) override;
 
   private:
     struct Layer {
-        std::vector<uint8_t> k, v;            // elements
-        std::vector<float> k_scale, v_scale;  // int8: per slot and head; int4 v: per slot,
-                                              // head and group (scale, min pairs)
-        std::vector<float> k_params;          // int4 keys: per block, head, channel (scale, min)
+        OnDemandArray<uint8_t> k, v;            // elements
+        OnDemandArray<float> k_scale, v_scale;  // int8: per slot and head; int4 v: per slot,
+                                                // head and group (scale, min pairs)
+        OnDemandArray<float> k_params;          // int4 keys: per block, head, channel (scale, min)
         std::map<BlockId, std::vector<float>> open_keys;  // int4: f32 keys of blocks not full
     };
     size_t elem_bytes_per_block() const;  // K (or V) elements of one block, one layer
@@ -92,7 +98,7 @@ class KvCacheStorage : public KvBlockStore {
         return static_cast<size_t>(block) * static_cast<size_t>(block_size_) +
                static_cast<size_t>(slot);
     }
-    float* f32(std::vector<uint8_t>& elems, BlockId block, int slot) {
+    float* f32(OnDemandArray<uint8_t>& elems, BlockId block, int slot) {
         return reinterpret_cast<float*>(elems.data()) +
                slot_index(block, slot) * static_cast<size_t>(kv_dim_);
     }

@@ -19,7 +19,7 @@ class EvalSequence {
         : engine_(engine), evictor_(evictor), prompt_len_(prompt_len) {
         if (evictor_)
             lanes_ = *evictor_->new_lanes(engine.config().n_layers, engine.config().n_kv_heads,
-                                          prompt_len);
+                                          engine.blocks().block_size(), prompt_len);
     }
     ~EvalSequence() { engine_.blocks().free(table_); }
 
@@ -56,8 +56,7 @@ class EvalSequence {
         const auto per_block = static_cast<int64_t>(engine_.kv().bytes_per_block());
         if (lanes_) {
             const int64_t lanes = static_cast<int64_t>(lanes_->lanes.size());
-            return lanes_->lane_blocks_held(table_, engine_.blocks().block_size()) * per_block /
-                   std::max<int64_t>(lanes, 1);
+            return lanes_->lane_blocks_held() * per_block / std::max<int64_t>(lanes, 1);
         }
         return per_block *
                static_cast<int64_t>(std::count_if(table_.blocks.begin(), table_.blocks.end(),

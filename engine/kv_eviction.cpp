@@ -57,9 +57,10 @@ Status validate_eviction_options(const EvictionOptions& o) {
     return {};
 }
 
-SequenceLanes::SequenceLanes(int32_t layers, int32_t kv_heads)
+SequenceLanes::SequenceLanes(int32_t layers, int32_t kv_heads, int32_t block_size_)
     : n_layers(layers),
       n_kv_heads(kv_heads),
+      block_size(block_size_),
       lanes(static_cast<size_t>(std::max(layers, 0) * std::max(kv_heads, 0))) {}
 
 void SequenceLanes::append(int32_t first_position, int32_t count) {
@@ -72,6 +73,9 @@ void SequenceLanes::append(int32_t first_position, int32_t count) {
         if (want_observed) lane.observed.resize(n, 0.0f);
         if (want_key_norm) lane.key_norm.resize(n, 0.0f);
     }
+    for (int32_t b = BlockManager::blocks_for(slots, block_size);
+         b < BlockManager::blocks_for(slots + count, block_size); ++b)
+        held_blocks.push_back(b);
     slots += count;
 }
 
@@ -81,16 +85,14 @@ bool SequenceLanes::hole_everywhere(int32_t slot) const {
     return true;
 }
 
-int64_t SequenceLanes::lane_blocks_held(const BlockTable& table, int32_t block_size) const {
+int64_t SequenceLanes::lane_blocks_held() const {
     int64_t held = 0;
-    std::vector<uint8_t> seen(table.blocks.size());
-    for (const LaneStats& lane : lanes) {
-        std::fill(seen.begin(), seen.end(), 0);
-        for (size_t s = 0; s < lane.position.size(); ++s)
-            if (lane.position[s] >= 0) seen[s / static_cast<size_t>(block_size)] = 1;
-        for (uint8_t b : seen)
-            held += b;
-    }
+    for (const LaneStats& lane : lanes)
+        for_each_held_span(slots, [&](int32_t first, int32_t count) {
+            held +=
+                std::any_of(lane.position.begin() + first, lane.position.begin() + first + count,
+                            [](int32_t p) { return p >= 0; });
+        });
     return held;
 }
 
@@ -114,8 +116,8 @@ Result<std::unique_ptr<KvEvictor>> KvEvictor::create(const EvictionOptions& opti
 }
 
 std::unique_ptr<SequenceLanes> KvEvictor::new_lanes(int32_t n_layers, int32_t n_kv_heads,
-                                                    int32_t prompt_len) const {
-    auto lanes = std::make_unique<SequenceLanes>(n_layers, n_kv_heads);
+                                                    int32_t block_size, int32_t prompt_len) const {
+    auto lanes = std::make_unique<SequenceLanes>(n_layers, n_kv_heads, block_size);
     const std::string_view name = policy_->name();
     lanes->want_accumulated = name == "h2o";
     lanes->want_current = name == "tova";
@@ -145,6 +147,8 @@ int64_t KvEvictor::after_step(SequenceLanes& lanes, BlockTable& table, int32_t c
     int64_t evicted = 0;
     std::vector<EvictionChoice> choices;
     EvictionParams params;
+    params.held_blocks = &lanes.held_blocks;
+    params.block_size = lanes.block_size;
     params.sinks = options_.sinks;
     params.window = options_.window;
     params.observation = options_.observation;
@@ -180,13 +184,13 @@ int64_t KvEvictor::after_step(SequenceLanes& lanes, BlockTable& table, int32_t c
     if (options_.compact && evicted > 0) compact(lanes, table, owner, blocks, storage, reporter);
     // Full blocks that no lane holds a token in any more go back to the pool.
     const int32_t bs = blocks.block_size();
-    for (int32_t i = 0; i < lanes.slots / bs; ++i) {
-        if (table.blocks[static_cast<size_t>(i)] < 0) continue;
-        bool empty = true;
-        for (int32_t s = i * bs; s < (i + 1) * bs && empty; ++s)
-            empty = lanes.hole_everywhere(s);
-        if (empty) blocks.release_block(table, i, owner);
-    }
+    std::erase_if(lanes.held_blocks, [&](int32_t i) {
+        if ((i + 1) * bs > lanes.slots) return false;  // not full: new tokens go there
+        for (int32_t s = i * bs; s < (i + 1) * bs; ++s)
+            if (!lanes.hole_everywhere(s)) return false;
+        blocks.release_block(table, i, owner);
+        return true;
+    });
     return evicted;
 }
 
@@ -253,6 +257,8 @@ void KvEvictor::compact(SequenceLanes& lanes, BlockTable& table, int32_t owner,
             if (!v->empty()) v->resize(static_cast<size_t>(longest));
     lanes.slots = longest;
     blocks.shrink(table, longest, owner);
+    const int32_t kept_blocks = BlockManager::blocks_for(longest, bs);
+    std::erase_if(lanes.held_blocks, [&](int32_t i) { return i >= kept_blocks; });
 }
 
 }  // namespace kvscope

@@ -36,7 +36,10 @@ Result<LoadedModel> load(const std::string& path) {
 Result<LoadedModel> load_model(const std::string& path) {
     try {
         if (is_synthetic_model(path)) return make_synthetic_model(path);
-        return load(path);
+        auto loaded = load(path);
+        // The file shrinking while it was read gives zeros, not an error (mapped_file.h).
+        if (Status unchanged = MappedFile::check_unchanged(); !unchanged) return unchanged.error();
+        return loaded;
     } catch (const std::bad_alloc&) {
         return Error{path + ": out of memory while loading the model"};
     } catch (const std::exception& e) {
@@ -62,6 +65,7 @@ Result<std::shared_ptr<const Tokenizer>> load_tokenizer(const std::string& path)
         if (!gguf) return gguf.error();
         if (!gguf->find("tokenizer.ggml.model")) return Error{path + none};
         auto tok = Tokenizer::from_gguf(gguf.value());
+        if (Status unchanged = MappedFile::check_unchanged(); !unchanged) return unchanged.error();
         if (!tok) {
             const std::string& msg = tok.error().message;
             return Error{msg.rfind(path + ":", 0) == 0 ? msg : path + ": " + msg};

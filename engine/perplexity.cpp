@@ -15,16 +15,17 @@ double token_nll(const float* row, size_t vocab, int32_t target) {
 }
 
 Result<PerplexityResult> perplexity(Engine& engine, const std::vector<int32_t>& tokens,
-                                    int32_t n_ctx,
+                                    int32_t n_ctx, int32_t max_chunks,
                                     const std::function<void(int32_t, int32_t)>& on_chunk) {
     const ModelConfig& c = engine.config();
     if (n_ctx < 2 || n_ctx > c.context_length)
         return Error{"context " + std::to_string(n_ctx) + " must be in 2.." +
                      std::to_string(c.context_length) + " (the model's context)"};
-    const auto n_chunks = static_cast<int32_t>(tokens.size() / static_cast<size_t>(n_ctx));
+    auto n_chunks = static_cast<int32_t>(tokens.size() / static_cast<size_t>(n_ctx));
     if (n_chunks == 0)
         return Error{"the text has " + std::to_string(tokens.size()) +
                      " tokens, fewer than one chunk of " + std::to_string(n_ctx)};
+    if (max_chunks > 0) n_chunks = std::min(n_chunks, max_chunks);
     PerplexityResult out;
     double total = 0;
     std::vector<float> logits;

@@ -25,10 +25,11 @@ struct PerplexityResult {
 double token_nll(const float* logits, size_t vocab, int32_t target);
 
 // `tokens` must start with BOS. Errors when n_ctx is below 2 or beyond the model's context,
-// the stream is shorter than one chunk, or the pool cannot hold a chunk.
-// `on_chunk(done, total)` is called after each chunk (progress on a terminal).
+// the stream is shorter than one chunk, or the pool cannot hold a chunk. `max_chunks` > 0
+// scores only the first that many chunks (llama-perplexity's --chunks). `on_chunk(done, total)`
+// is called after each chunk (progress).
 Result<PerplexityResult> perplexity(Engine& engine, const std::vector<int32_t>& tokens,
-                                    int32_t n_ctx,
+                                    int32_t n_ctx, int32_t max_chunks = 0,
                                     const std::function<void(int32_t, int32_t)>& on_chunk = {});
 
 }  // namespace kvscope

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 #include <tuple>
+#include <unordered_map>
 
 #include "engine/tokenizer.h"
 
@@ -262,8 +263,8 @@ bool Scheduler::try_admit(Sequence& s, int32_t budget, int32_t& scheduled) {
     }
     (void)bm.grow(s.table, s.computed + chunk, s.index);
     if (options_.evictor)
-        s.lanes = *options_.evictor->new_lanes(engine_.config().n_layers,
-                                               engine_.config().n_kv_heads, s.prompt_len);
+        s.lanes = *options_.evictor->new_lanes(
+            engine_.config().n_layers, engine_.config().n_kv_heads, bm.block_size(), s.prompt_len);
     scheduled = chunk;
     s.state = SequenceState::kRunning;
     report_admit(s, s.computed);
@@ -579,23 +580,31 @@ void Scheduler::compute_metrics() {
     const BlockPool& pool = bm.pool();
     const int32_t bs = bm.block_size();
     const double slots = static_cast<double>(pool.num_blocks()) * bs;
-    // Fill of each used block: the most tokens any holder keeps in it.
-    std::vector<int32_t> fill(static_cast<size_t>(pool.num_blocks()), 0);
+    // Fill of each block the running sequences hold: the most tokens any holder keeps in it.
+    // Only their blocks are visited (with lanes, only those not given back): a step costs what
+    // is held, not the pool's size or a sequence's position.
+    std::unordered_map<BlockId, int32_t> fill;
     for (int32_t si : running_) {
-        const BlockTable& t = seqs_[static_cast<size_t>(si)].table;
-        for (size_t i = 0; i < t.blocks.size(); ++i) {
-            if (t.blocks[i] < 0) continue;  // given back after token eviction
-            int32_t in_block = std::clamp(t.num_tokens - static_cast<int32_t>(i) * bs, 0, bs);
-            auto& f = fill[static_cast<size_t>(t.blocks[i])];
+        const Sequence& s = seqs_[static_cast<size_t>(si)];
+        const BlockTable& t = s.table;
+        auto visit = [&](int32_t i) {
+            int32_t in_block = std::clamp(t.num_tokens - i * bs, 0, bs);
+            auto& f = fill[t.blocks[static_cast<size_t>(i)]];
             f = std::max(f, in_block);
+        };
+        if (s.lanes) {
+            for (int32_t i : s.lanes->held_blocks)
+                visit(i);
+        } else {
+            for (size_t i = 0; i < t.blocks.size(); ++i)
+                visit(static_cast<int32_t>(i));
         }
     }
-    int64_t held = 0, wasted = 0;
-    for (BlockId b = 0; b < pool.num_blocks(); ++b) {
-        if (pool.is_free(b)) continue;
-        held += fill[static_cast<size_t>(b)];
-        wasted += bs - fill[static_cast<size_t>(b)];
-    }
+    // Every other block in use (cached, swapped-out sequences' shared ones) holds nothing useful.
+    int64_t held = 0;
+    for (const auto& [block, f] : fill)
+        held += f;
+    const int64_t wasted = static_cast<int64_t>(pool.num_used()) * bs - held;
     StepMetrics m;
     m.blocks_used = pool.num_used();
     m.blocks_free = pool.num_free();

@@ -10,8 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include <unistd.h>
-
+#include "base/machine_memory.h"
 #include "base/terminal_text.h"
 #include "engine/gguf_file.h"
 #include "engine/random_weights.h"
@@ -118,10 +117,6 @@ constexpr std::pair<const char*, GgmlType> kWeightTypes[] = {
     {"q4_k", GgmlType::Q4_K}, {"q6_k", GgmlType::Q6_K},
 };
 
-uint64_t physical_memory_bytes() {
-    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
-}
 }  // namespace
 
 int64_t SyntheticShape::weight_bytes(GgmlType type) const {
@@ -169,18 +164,16 @@ Result<LoadedModel> make_synthetic_model(const std::string& spec, uint64_t seed,
                          std::string(traits->name) + " blocks of " +
                          std::to_string(traits->block_elements) + "; pick another weight type"};
     const int64_t bytes = found->weight_bytes(type);
-    if (memory_limit == 0) memory_limit = physical_memory_bytes() / 4 * 3;
-    if (memory_limit && static_cast<uint64_t>(bytes) > memory_limit) {
-        char buf[200];
-        std::snprintf(buf, sizeof buf,
-                      ": %.1f B parameters, %.1f GB as %s weights: more than the %.1f GB this "
-                      "machine can spare (try a smaller type, as in %s:q4_0)",
-                      static_cast<double>(found->parameters()) / 1e9,
-                      static_cast<double>(bytes) / 1e9, std::string(traits->name).c_str(),
-                      static_cast<double>(memory_limit) / 1e9,
-                      (std::string(kSyntheticPrefix) + found->name).c_str());
-        return Error{spec + buf};
-    }
+    char size[120];
+    std::snprintf(size, sizeof size, ": %.1f B parameters as %s weights",
+                  static_cast<double>(found->parameters()) / 1e9,
+                  std::string(traits->name).c_str());
+    if (Status fits = check_fits_in_memory(
+            static_cast<uint64_t>(bytes), spec + size,
+            "try a smaller type, as in " + std::string(kSyntheticPrefix) + found->name + ":q4_0",
+            memory_limit);
+        !fits)
+        return fits.error();
     LoadedModel m;
     m.config = found->config;
     m.format = "synthetic (random " + std::string(traits->name) + " weights, seed " +

@@ -1,9 +1,9 @@
 // See tokenizer_spm.h.
 #include "engine/tokenizer_spm.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
-#include <queue>
 
 #include "engine/tokenizer_impl.h"
 #include "engine/unicode_utf8.h"
@@ -25,6 +25,8 @@ class SpmTokenizer final : public detail::VocabTokenizer {
             if (id < 0) ++missing;
             byte_token_[static_cast<size_t>(b)] = id >= 0 ? id : v_.unk;
         }
+        words_merge_apart_ = std::none_of(v_.tokens.begin(), v_.tokens.end(),
+                                          [](const std::string& t) { return joins_words(t); });
         // llama.cpp would throw when it meets such a byte; kvscope substitutes unk.
         if (missing > 0)
             warnings_.push_back(std::to_string(missing) +
@@ -42,21 +44,52 @@ class SpmTokenizer final : public detail::VocabTokenizer {
         if (text.empty()) return out;
         bool after_special = true;  // the first fragment counts as following a special token
         std::string escaped;
+        MergeScratch scratch;
         for (const Fragment& f : split_user_defined(text)) {
             if (f.token >= 0) {
                 out.push_back(f.token);
                 after_special = true;
                 continue;
             }
-            escaped.clear();
-            if (v_.add_space_prefix && after_special) escaped = kSpaceMark;
-            for (char c : text.substr(f.begin, f.size)) {
-                if (c == ' ')
-                    escaped += kSpaceMark;
-                else
-                    escaped += c;
+            const std::string_view fragment = text.substr(f.begin, f.size);
+            const bool prefix = v_.add_space_prefix && after_special;
+            auto encode_words = [&](size_t begin, size_t end) {
+                escaped.clear();
+                if (prefix && begin == 0) escaped = kSpaceMark;
+                for (char c : fragment.substr(begin, end - begin)) {
+                    if (c == ' ')
+                        escaped += kSpaceMark;
+                    else
+                        escaped += c;
+                }
+                encode_fragment(escaped, out, scratch);
+            };
+            // Word by word when no merge can cross a word's start (words_merge_apart_): the
+            // same tokens, but merging a 50 MB text as one piece held 2.7 GB of symbols and
+            // bigrams and took 113 s in one huge heap. A word starts at a space whose mark
+            // begins a symbol (a stray UTF-8 lead byte before it may have swallowed part of
+            // it) and does not continue a run of marks (spaces, or a U+2581 in the text).
+            size_t begin = 0;
+            if (words_merge_apart_) {
+                size_t at = prefix ? kSpaceMark.size() : 0;  // the char's offset, escaped
+                size_t next_symbol = at;                     // where the next symbol starts
+                for (size_t i = 0; i < fragment.size(); ++i) {
+                    const bool space = fragment[i] == ' ';
+                    if (space && i > 0 && at == next_symbol && fragment[i - 1] != ' ' &&
+                        (i < kSpaceMark.size() ||
+                         fragment.substr(i - kSpaceMark.size(), kSpaceMark.size()) != kSpaceMark)) {
+                        encode_words(begin, i);
+                        begin = i;
+                    }
+                    const size_t width = space ? kSpaceMark.size() : 1;
+                    while (next_symbol < at + width) {
+                        const char lead = space ? kSpaceMark[next_symbol - at] : fragment[i];
+                        next_symbol += unicode::sequence_length(static_cast<unsigned char>(lead));
+                    }
+                    at += width;
+                }
             }
-            encode_fragment(escaped, out);
+            encode_words(begin, fragment.size());
             after_special = false;
         }
         return out;
@@ -113,9 +146,29 @@ class SpmTokenizer final : public detail::VocabTokenizer {
         }
     };
 
-    void encode_fragment(std::string_view text, std::vector<int32_t>& out) const {
+    // Reused from one piece of text to the next.
+    struct MergeScratch {
         std::vector<Symbol> sym;
-        sym.reserve(text.size());
+        std::vector<Bigram> queue;  // a heap ordered by LowerPriority
+    };
+
+    // Whether `token` could be merged across the start of a word: it holds a space mark, past
+    // its start, that does not continue a run of space marks. Tokens such as "▁the" and "▁▁▁"
+    // cannot; with none that can, a text splits before each run of spaces into pieces that
+    // merge alone exactly as they would together (no bigram across the split is a token).
+    static bool joins_words(std::string_view token) {
+        for (size_t at = token.find(kSpaceMark, 1); at != std::string_view::npos;
+             at = token.find(kSpaceMark, at + 1))
+            if (at < kSpaceMark.size() ||
+                token.substr(at - kSpaceMark.size(), kSpaceMark.size()) != kSpaceMark)
+                return true;
+        return false;
+    }
+
+    void encode_fragment(std::string_view text, std::vector<int32_t>& out,
+                         MergeScratch& scratch) const {
+        std::vector<Symbol>& sym = scratch.sym;
+        sym.clear();
         for (size_t i = 0; i < text.size();) {
             size_t len = std::min(unicode::sequence_length(static_cast<unsigned char>(text[i])),
                                   text.size() - i);
@@ -123,20 +176,24 @@ class SpmTokenizer final : public detail::VocabTokenizer {
             sym.push_back({idx - 1, i + len == text.size() ? -1 : idx + 1, i, len});
             i += len;
         }
-        std::priority_queue<Bigram, std::vector<Bigram>, LowerPriority> queue;
+        // A heap by hand (what std::priority_queue does, on storage kept between pieces).
+        std::vector<Bigram>& queue = scratch.queue;
+        queue.clear();
         auto try_add = [&](ptrdiff_t left, ptrdiff_t right) {
             if (left < 0 || right < 0) return;
             const Symbol& l = sym[static_cast<size_t>(left)];
             size_t size = l.size + sym[static_cast<size_t>(right)].size;
             int32_t id = find(text.substr(l.begin, size));
             if (id < 0) return;
-            queue.push({v_.scores[static_cast<size_t>(id)], left, right, size});
+            queue.push_back({v_.scores[static_cast<size_t>(id)], left, right, size});
+            std::push_heap(queue.begin(), queue.end(), LowerPriority{});
         };
         for (size_t i = 1; i < sym.size(); ++i)
             try_add(static_cast<ptrdiff_t>(i) - 1, static_cast<ptrdiff_t>(i));
         while (!queue.empty()) {
-            Bigram b = queue.top();
-            queue.pop();
+            std::pop_heap(queue.begin(), queue.end(), LowerPriority{});
+            Bigram b = queue.back();
+            queue.pop_back();
             Symbol& l = sym[static_cast<size_t>(b.left)];
             Symbol& r = sym[static_cast<size_t>(b.right)];
             if (l.size == 0 || r.size == 0 || l.size + r.size != b.size) continue;
@@ -168,6 +225,7 @@ class SpmTokenizer final : public detail::VocabTokenizer {
 
     // Token for each byte: <0xXX>, else the one-byte token, else unk (-1 when none).
     std::array<int32_t, 256> byte_token_{};
+    bool words_merge_apart_ = false;  // no token joins_words(): texts merge word by word
 };
 }  // namespace
 

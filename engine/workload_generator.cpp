@@ -69,9 +69,9 @@ int32_t clamp_len(double v, int32_t lo, int32_t hi) {
 }
 }  // namespace
 
-std::vector<GeneratedRequest> generate_workload(WorkloadKind kind, int32_t count, uint64_t seed,
-                                                const Tokenizer* tokenizer, int32_t vocab_size,
-                                                int32_t context_length) {
+void generate_workload(WorkloadKind kind, int32_t count, uint64_t seed, const Tokenizer* tokenizer,
+                       int32_t vocab_size, int32_t context_length,
+                       const std::function<bool(const GeneratedRequest&)>& take) {
     std::mt19937_64 rng(seed);
     Builder b{tokenizer, vocab_size, rng};
     const int32_t ctx = context_length;
@@ -94,7 +94,6 @@ std::vector<GeneratedRequest> generate_workload(WorkloadKind kind, int32_t count
         prefix_ids.push_back(ids);
     }
 
-    std::vector<GeneratedRequest> out;
     double t = 0;
     for (int32_t i = 0; i < count; ++i) {
         GeneratedRequest g;
@@ -147,8 +146,19 @@ std::vector<GeneratedRequest> generate_workload(WorkloadKind kind, int32_t count
         auto room = ctx - static_cast<int32_t>(r.prompt.size());
         r.max_tokens = std::max(1, std::min(max_out, room));
         r.sampling.seed = static_cast<uint64_t>(i + 1);
-        out.push_back(std::move(g));
+        if (!take(g)) return;
     }
+}
+
+std::vector<GeneratedRequest> generate_workload(WorkloadKind kind, int32_t count, uint64_t seed,
+                                                const Tokenizer* tokenizer, int32_t vocab_size,
+                                                int32_t context_length) {
+    std::vector<GeneratedRequest> out;
+    generate_workload(kind, count, seed, tokenizer, vocab_size, context_length,
+                      [&](const GeneratedRequest& g) {
+                          out.push_back(g);
+                          return true;
+                      });
     return out;
 }
 

@@ -5,6 +5,7 @@
 // has a tokenizer, token ids otherwise. Same kind, count and seed: same workload.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,12 @@ struct GeneratedRequest {
     std::string prompt_text;  // empty when the prompt is ids only
 };
 
+// Hands each request to `take` as it is made, in order; `take` returning false stops early.
+// Nothing is kept: a million requests held at once took 2.45 GB.
+void generate_workload(WorkloadKind kind, int32_t count, uint64_t seed, const Tokenizer* tokenizer,
+                       int32_t vocab_size, int32_t context_length,
+                       const std::function<bool(const GeneratedRequest&)>& take);
+// All `count` requests at once, for the small workloads that are used in place (the GUI's).
 std::vector<GeneratedRequest> generate_workload(WorkloadKind kind, int32_t count, uint64_t seed,
                                                 const Tokenizer* tokenizer, int32_t vocab_size,
                                                 int32_t context_length);

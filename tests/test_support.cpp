@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -161,7 +162,9 @@ CommandResult run_command(const std::vector<std::string>& argv, int timeout_s,
     for (auto& f : fds)
         if (f.fd >= 0) close(f.fd);
     int status = 0;
-    waitpid(pid, &status, 0);
+    struct rusage usage {};
+    wait4(pid, &status, 0, &usage);
+    result.peak_rss_bytes = static_cast<int64_t>(usage.ru_maxrss) * 1024;
     if (timed_out) {
         result.exit_code = -2;
     } else if (WIFSIGNALED(status)) {

@@ -1,6 +1,7 @@
 #pragma once
 // Helpers shared by every test suite: where the fixtures are, and running the real binary.
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,6 +31,7 @@ struct CommandResult {
     bool signaled = false;
     std::string out;
     std::string err;
+    int64_t peak_rss_bytes = 0;  // the command's peak resident memory (wait4's ru_maxrss)
 };
 // Runs argv (no shell) with a timeout in seconds; kills it on timeout (exit_code = -2).
 CommandResult run_command(const std::vector<std::string>& argv, int timeout_s = 120,

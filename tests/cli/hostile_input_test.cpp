@@ -12,7 +12,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "base/machine_memory.h"
 #include "engine/gguf_file.h"
+#include "gguf_builder.h"
 #include "test_support.h"
 
 namespace kvscope {
@@ -659,6 +661,154 @@ TEST(Hostile, WorkloadValuesOfTheWrongTypeAreNamedShortlyWithTheirLine) {
                     r.err.find("w.jsonl:3: ") != std::string::npos)
             << r.err.substr(0, 300);
     }
+}
+
+}  // namespace
+}  // namespace kvscope
+
+// Issue 29, part C: what another program, a huge setting or a long input did to a run.
+namespace kvscope {
+namespace {
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+// A copy of the bundled model whose metadata claims a context of `tokens`.
+std::string model_claiming_context(const std::string& dir, uint32_t tokens) {
+    std::string bytes = test::read_file(test::bundled_model());
+    const std::string key = "llama.context_length";
+    const size_t at = bytes.find(key);
+    EXPECT_NE(at, std::string::npos);
+    test::patch(bytes, at + key.size() + 4, tokens);  // after the key: u32 type, then the value
+    return test::write_file(dir + "/ctx.gguf", bytes);
+}
+
+TEST(Hostile, AModelFileShrinkingUnderARunStopsItSayingSoAndTheRecordingStaysCheckable) {
+    std::string dir = test::temp_dir(), model = dir + "/m.gguf", kvs = dir + "/t.kvs";
+    fs::copy_file(test::bundled_model(), model);
+    test::CommandResult r;
+    std::thread run([&] {
+        r = kvscope({"generate", "--model", model, "--prompt-ids", "1", "--max-tokens", "500",
+                     "--threads", "1", "--record", kvs},
+                    300);
+    });
+    // The recording starts once the model is loaded, just before the first token.
+    const bool started = wait_for(kvs + ".part");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ASSERT_EQ(truncate(model.c_str(), 4096), 0);  // as another program's ftruncate would
+    run.join();
+    ASSERT_TRUE(started) << r.err;
+    expect_refused(r, model + ": the model file changed while in use", "a model cut short");
+    auto check = kvscope({"check", kvs});
+    EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+}
+
+TEST(Hostile, AHugeContextCostsOnlyTheTokensThatArrive) {
+    std::string dir = test::temp_dir();
+    auto million = kvscope({"generate", "--ctx-size", "1048576", "--max-tokens", "4"});
+    ASSERT_EQ(million.exit_code, 0) << million.err;
+    EXPECT_LT(million.peak_rss_bytes, 200 * kMiB);  // 3.1 GB when the context was reserved
+    // A model whose metadata claims 2^24 tokens of context: 9.3 GB and over a minute before.
+    auto claimed = kvscope({"generate", "--model", model_claiming_context(dir, 1u << 24),
+                            "--prompt", "In the beginning", "--max-tokens", "4"},
+                           60);
+    ASSERT_EQ(claimed.exit_code, 0) << claimed.err;
+    EXPECT_LT(claimed.peak_rss_bytes, 200 * kMiB);
+    // A pool asked for by size (half what this machine can spare: 9 GB here) holds only what
+    // the requests fill; it was all zero-filled before they started.
+    const auto blocks = static_cast<int64_t>(memory_to_spare() / 2 / (3072 * 16));  // 3 KiB a token
+    std::string w = test::write_file(dir + "/w.jsonl",
+                                     "{\"prompt_ids\":[1,5,9],\"max_tokens\":8}\n"
+                                     "{\"prompt_ids\":[1,6],\"max_tokens\":8}\n"
+                                     "{\"prompt_ids\":[1,7],\"max_tokens\":8}\n");
+    auto pool = kvscope({"run", "--workload", w, "--num-blocks", std::to_string(blocks)});
+    ASSERT_EQ(pool.exit_code, 0) << pool.err;
+    EXPECT_LT(pool.peak_rss_bytes, 200 * kMiB);
+}
+
+TEST(Hostile, WhatCannotFitTheMachineIsRefusedUpFrontSayingHowBig) {
+    const auto memory = static_cast<int64_t>(physical_memory_bytes());
+    // The bundled model's K/V: 6 layers x 2 x 64 floats = 3 KiB a token; blocks of 4096 tokens.
+    const int64_t blocks = memory / (int64_t{3072} * 4096) + 1;
+    std::string w = test::write_file(test::temp_dir() + "/w.jsonl", "{\"prompt_ids\":[1,2]}\n");
+    auto pool = kvscope(
+        {"run", "--workload", w, "--block-size", "4096", "--num-blocks", std::to_string(blocks)},
+        30);
+    expect_refused(pool, "a KV cache of " + std::to_string(blocks) + " blocks of 4096 tokens: ",
+                   "a pool larger than the machine");
+    EXPECT_NE(pool.err.find("this machine can spare"), std::string::npos) << pool.err;
+    // bench memory copies between two buffers of --size MiB (at most 65536).
+    const int64_t size_mib = memory / kMiB / 2 + 1;
+    if (size_mib > 65536) GTEST_SKIP() << "this machine holds two buffers of 64 GiB";
+    auto bench = kvscope({"bench", "memory", "--size", std::to_string(size_mib)}, 30);
+    expect_refused(bench,
+                   "--size " + std::to_string(size_mib) + ": two buffers of " +
+                       std::to_string(size_mib) + " MiB: ",
+                   "bench buffers larger than the machine");
+}
+
+TEST(Hostile, TokenizingALongTextTakesMemoryInProportionToIt) {
+    std::string dir = test::temp_dir();
+    std::string text;
+    for (int i = 0; text.size() < (size_t{20} << 20); ++i)
+        text +=
+            "And God said, Let there be light: and there was light " + std::to_string(i) + ".\n";
+    std::string file = test::write_file(dir + "/long.txt", text);
+    auto r = kvscope({"tokenize", "--file", file}, 300);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    // 55 times the text before (one merge heap over all of it); now the text, its ids and a
+    // word at a time. The ids are the same: tests/engine/tokenizer_test.cpp.
+    EXPECT_LT(r.peak_rss_bytes, 8 * static_cast<int64_t>(text.size())) << r.peak_rss_bytes;
+    EXPECT_GT(std::count(r.out.begin(), r.out.end(), ' '), 2'000'000);
+}
+
+TEST(Hostile, LongPerplexityRunsShowProgressInALogAndCanBeBounded) {
+    std::string text;
+    for (int i = 0; i < 400; ++i)
+        text += "In the beginning God created the heaven and the earth.\n";
+    std::string file = test::write_file(test::temp_dir() + "/t.txt", text);
+    auto r = kvscope({"perplexity", "--file", file, "--ctx", "16", "--chunks", "25"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    // stderr is a pipe here: whole lines, every ten chunks, and the run stops at 25 chunks.
+    EXPECT_NE(r.err.find("kvscope: chunk 10 of 25, about "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("kvscope: chunk 20 of 25, about "), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find('\r'), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("25 chunks of 16"), std::string::npos) << r.err;
+    EXPECT_NE(r.out.find("[25]"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("[26]"), std::string::npos) << r.out;
+    EXPECT_EQ(kvscope({"perplexity", "--file", file, "--chunks", "-1"}).exit_code, 2);
+}
+
+TEST(Hostile, LargeMetadataArraysAreHeldAtTheirOwnSize) {
+    // Four arrays of 2^24 bytes: 64 MiB of file, which widened to 8 bytes an element took 512.
+    const std::string file = test::temp_dir() + "/arrays.gguf";
+    {  // gone before the command starts: a child's peak counts what it was forked with
+        test::GgufBuilder b;
+        b.kv_string("general.architecture", "llama");
+        for (int i = 0; i < 4; ++i)
+            b.array<uint8_t>("big." + std::to_string(i), test::kGgufU8,
+                             std::vector<uint8_t>(size_t{1} << 24, static_cast<uint8_t>(i)));
+        test::write_file(file, b.build());
+    }
+    auto r = kvscope({"generate", "--model", file});
+    EXPECT_EQ(r.exit_code, 1) << r.err;  // no model in it, but read through
+    EXPECT_NE(r.err.find("embedding_length"), std::string::npos) << r.err;
+    EXPECT_LT(r.peak_rss_bytes, 100 * kMiB);
+}
+
+TEST(Hostile, AHugeWorkloadIsWrittenAsItIsMadeNotHeld) {
+    std::string dir = test::temp_dir();
+    auto small = kvscope({"workload", "--requests", "1000", "--out", dir + "/small.jsonl"});
+    auto big = kvscope({"workload", "--requests", "20000", "--out", dir + "/big.jsonl"}, 300);
+    ASSERT_EQ(small.exit_code, 0) << small.err;
+    ASSERT_EQ(big.exit_code, 0) << big.err;
+    std::string lines = test::read_file(dir + "/big.jsonl");
+    EXPECT_EQ(std::count(lines.begin(), lines.end(), '\n'), 20000);
+    // 2.45 kB a request when all were held (49 MB more for the big one); now none are.
+    EXPECT_LT(big.peak_rss_bytes - small.peak_rss_bytes, 8 * kMiB)
+        << small.peak_rss_bytes << " " << big.peak_rss_bytes;
+    // The same requests, in the same order, as the file gets them.
+    std::string first = test::read_file(dir + "/small.jsonl");
+    EXPECT_EQ(lines.substr(0, first.size()), first);
 }
 
 }  // namespace

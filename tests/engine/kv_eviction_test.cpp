@@ -208,6 +208,48 @@ TEST(KvEviction, CompactionClosesHolesAndGivesBlocksBack) {
     EXPECT_EQ(run(roomy, 40).ids, run({}, 40).ids);
 }
 
+// Key slots the last step's attention visited after a greedy generation of `max_tokens` tokens
+// (every layer and KV head), and the position it reached.
+std::pair<int64_t, int32_t> last_step_key_slots(const EvictionOptions& eviction,
+                                                int32_t max_tokens) {
+    EngineOptions eo;
+    eo.threads = 1;
+    auto engine = Engine::create(bundled(), eo);
+    EXPECT_TRUE(engine.ok());
+    GenerateRequest req;
+    req.prompt = bundled()->tokenizer->encode("In the beginning God created the heaven", true);
+    req.max_tokens = max_tokens;
+    auto e = KvEvictor::create(eviction, bundled()->config.n_layers);
+    EXPECT_TRUE(e.ok());
+    req.evictor = std::move(e).value();
+    auto stats = generate(**engine, req, [](int32_t) {});
+    EXPECT_TRUE(stats.ok());
+    return {(*engine)->forward().last_phase_times().attention_key_slots,
+            stats->prompt_tokens + stats->generated_tokens};
+}
+
+// Without compaction the holes stay in the table, but blocks given back are never visited
+// again: a step's attention reads what the budget keeps, however far the sequence has gone
+// (it read every slot up to the position: 20k tokens took 38 s, 100k did not finish in 300).
+TEST(KvEviction, AStepWithoutCompactionVisitsWhatTheBudgetKeepsNotThePosition) {
+    const ModelConfig& c = bundled()->config;
+    const int64_t lanes = int64_t{c.n_layers} * c.n_kv_heads;
+    // What a step visits stays what it was a few hundred positions earlier: the blocks the
+    // lanes still hold a token in (h2o's heavy hitters keep some old blocks), not the slots.
+    for (const char* name : {"streaming", "h2o"}) {
+        EvictionOptions o = policy(name, 32);
+        auto [early, early_pos] = last_step_key_slots(o, 100);
+        auto [late, late_pos] = last_step_key_slots(o, 480);
+        ASSERT_GT(late_pos, 400) << name;
+        EXPECT_LT(late, lanes * late_pos / 3) << name;
+        EXPECT_LE(late, early + lanes * 2 * 16) << name << ": " << early << " then " << late;
+    }
+    // Streaming keeps the same tokens in every lane, so its blocks go back as the window moves
+    // on: at most the sinks' block and three for the window of 28 (not 488 slots a lane).
+    auto [slots, pos] = last_step_key_slots(policy("streaming", 32), 480);
+    EXPECT_LE(slots, lanes * 4 * 16) << pos;
+}
+
 TEST(KvEviction, BadOptionsAreRefusedNamingTheFlag) {
     EvictionOptions o;
     EXPECT_FALSE(parse_kv_budget("0", o).ok());
