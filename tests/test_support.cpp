@@ -107,6 +107,36 @@ CommandResult run_kvscope(std::vector<std::string> args, int timeout_s) {
     return run_command(args, timeout_s);
 }
 
+bool sanitized_build() {
+#if defined(__SANITIZE_ADDRESS__)
+    return true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    return true;
+#else
+    return false;
+#endif
+#else
+    return false;
+#endif
+}
+
+std::vector<std::string> within_memory(std::vector<std::string> argv, int64_t bytes) {
+    if (!sanitized_build()) {
+        argv.insert(argv.begin(), {"/usr/bin/prlimit", "--as=" + std::to_string(bytes)});
+        return argv;
+    }
+    const char* inherited = std::getenv("ASAN_OPTIONS");
+    std::string options = inherited && *inherited ? std::string(inherited) + ":" : "";
+    options += "hard_rss_limit_mb=" + std::to_string(bytes >> 20);
+    argv.insert(argv.begin(), {"/usr/bin/env", "ASAN_OPTIONS=" + options});
+    return argv;
+}
+
+int64_t peak_rss_bound(int64_t bytes) {
+    return sanitized_build() ? 4 * bytes + (int64_t{256} << 20) : bytes;
+}
+
 CommandResult run_command(const std::vector<std::string>& argv, int timeout_s,
                           const std::string& stdin_text) {
     CommandResult result;

@@ -40,6 +40,19 @@ CommandResult run_command(const std::vector<std::string>& argv, int timeout_s = 
 // Runs the built kvscope with `args` (no shell), as run_command does.
 CommandResult run_kvscope(std::vector<std::string> args, int timeout_s = 120);
 
+// A build with AddressSanitizer reserves terabytes of address space for its shadow and keeps
+// up to 256 MiB of freed blocks in a quarantine: an address-space limit (prlimit --as) stops
+// such a binary before main, and its peak RSS is ASan's as much as kvscope's.
+bool sanitized_build();
+// argv held to `bytes` of memory: under prlimit --as normally; under ASan, through its own
+// resident-memory ceiling (hard_rss_limit_mb, appended to the caller's ASAN_OPTIONS), which
+// kills the command with a report past the limit, so a regression still fails the test.
+std::vector<std::string> within_memory(std::vector<std::string> argv, int64_t bytes);
+// The most peak RSS a command that should need `bytes` may show: `bytes` itself, and under
+// ASan room for its quarantine and shadow (the Release build, the README's test command, holds
+// the tight bound).
+int64_t peak_rss_bound(int64_t bytes);
+
 // The bundled model quantized to Q8_0 by assets/train/quantize_demo_model.py, which the build
 // makes when it finds python3 with numpy; nullopt when it did not.
 std::optional<std::string> demo_q8_0_model();

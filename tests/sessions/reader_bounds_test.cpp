@@ -1,8 +1,9 @@
 // Session files built to make a reader hold far more than they hold: a long string named over
 // and over, a step of millions of tiny events, a million steps, columns SQLite computes as they
 // are read, another database's write-ahead log, a crashed recording in a read-only folder. Each
-// reader runs as the real binary under an address-space limit (prlimit), so holding gigabytes
-// again fails the test rather than the machine; each answer is a result or one line saying why.
+// reader runs as the real binary under a memory limit (prlimit --as; ASan's RSS ceiling in a
+// sanitized build), so holding gigabytes again fails the test rather than the machine; each
+// answer is a result or one line saying why.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -23,11 +24,11 @@ namespace {
 namespace fs = std::filesystem;
 
 // Far below what the readers reached (6 GB and more), far above what they need (under 100 MB).
-constexpr const char* kMemoryLimit = "--as=1500000000";
+constexpr int64_t kMemoryLimit = 1'500'000'000;
 
 test::CommandResult kvscope_limited(std::vector<std::string> args, int timeout = 300) {
-    args.insert(args.begin(), {"/usr/bin/prlimit", kMemoryLimit, test::kvscope_binary()});
-    return test::run_command(args, timeout);
+    args.insert(args.begin(), test::kvscope_binary());
+    return test::run_command(test::within_memory(std::move(args), kMemoryLimit), timeout);
 }
 
 // A result, or one line that says why (`check`'s list of problems aside): never a crash, a hang
