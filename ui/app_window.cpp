@@ -344,6 +344,10 @@ std::string window_report(UiContext& ctx, int w, int h) {
       << ",\n \"message\": " << quoted(ctx.view.message)
       << ",\n \"finished\": " << (ctx.controller && ctx.controller->finished() ? "true" : "false")
       << ",\n \"progress\": " << quoted(ctx.controller ? ctx.controller->progress() : "");
+    j << ",\n \"controls_notes\": [";
+    for (size_t i = 0; i < ctx.drawn_controls_notes.size(); ++i)
+        j << (i ? ", " : "") << quoted(ctx.drawn_controls_notes[i]);
+    j << "]";
     for (int side = 0; side < 2; ++side) {
         const auto& hm = ctx.drawn_heatmap[side];
         j << ",\n \"" << (side == 0 ? "heatmap" : "heatmap_right") << "\": {\"x\": " << hm.x

@@ -113,6 +113,8 @@ class UiContext {
     std::string run_status();
     // The texts as last drawn (the --script `dump` command reports them).
     std::string drawn_status_bar, drawn_controls_status;
+    // The attached publishers' notes the Controls panel listed (dump's controls_notes).
+    std::vector<std::string> drawn_controls_notes;
     // Where the heatmap was last drawn, in window pixels (the `dump` command reports it): the
     // map's square, the policy's strip above it (strip_h 0 without one), and the keys shown.
     struct HeatmapGeometry {

@@ -124,10 +124,11 @@ TEST(AttachCli, RecordsWhatPublishSendsAndSummarizesIt) {
     // publish waits 2 s for subscribers, sends for about 0.4 s, then answers replay requests for
     // 2 s more; attach ends at 3 s and asks for anything after the last batch it saw (a
     // withheld last batch is found that way).
-    int pub = start_command({kvscope_binary(), "publish", "--endpoint", ep(0), "--replay", ep(2),
-                             "--ranks",        "2",       "--events",   "800", "--batch",  "8",
-                             "--rate",         "2000",    "--gaps",     "0.1", "--format", "sglang",
-                             "--hash",         "bytes",   "--wait-ms",  "2000"});
+    int pub =
+        start_command({kvscope_binary(), "publish", "--endpoint", ep(0), "--replay", ep(2),
+                       "--ranks",        "2",       "--events",   "800", "--batch",  "8",
+                       "--rate",         "2000",    "--gaps",     "0.1", "--format", "vllm-array",
+                       "--hash",         "bytes",   "--wait-ms",  "2000"});
     int attach = start_command({kvscope_binary(), "attach", ep(0), ep(1), "--replay", ep(2), ep(3),
                                 "--duration", "3", "--record", dir + "/a.kvs", "--summary-json",
                                 dir + "/a.json"});
@@ -217,6 +218,10 @@ TEST(AttachCli, BadInputIsRefusedInOneLine) {
     expect_one_line(run_command({kvscope_binary(), "publish", "--endpoint", "tcp://127.0.0.1:1",
                                  "--format", "json"}),
                     2, "--format");
+    // SGLang's hashes are integers: no digests to send.
+    expect_one_line(run_command({kvscope_binary(), "publish", "--endpoint", "tcp://127.0.0.1:1",
+                                 "--format", "sglang", "--hash", "bytes"}),
+                    2, "integer hashes");
 }
 
 }  // namespace

@@ -38,11 +38,13 @@ nlohmann::json to_json(const KvEventBatch& b) {
         }
         j["hashes"] = e.block_hashes;
         j["medium"] = kv_medium_name(e.medium);
+        j["group"] = e.group_idx;
         if (e.type == KvEventType::kBlockStored) {
             j["parent"] = e.has_parent ? nlohmann::json(e.parent_hash) : nlohmann::json(nullptr);
             j["tokens"] = e.token_ids;
             j["block_size"] = e.block_size;
             j["lora_id"] = e.lora_id;
+            j["token_width"] = e.token_width;
         }
         events.push_back(j);
     }
@@ -118,8 +120,9 @@ TEST(KvEventEncoder, EveryVariantRoundTrips) {
     KvEvent c;
     c.type = KvEventType::kAllBlocksCleared;
     in.events.push_back(c);
-    for (WireFormat f : {WireFormat::kVllmArray, WireFormat::kVllmMap, WireFormat::kSglang})
+    for (WireFormat f : kWireFormats)
         for (HashEncoding h : {HashEncoding::kInt, HashEncoding::kBytes}) {
+            if (h == HashEncoding::kBytes && !wire_format_takes_digests(f)) continue;
             SCOPED_TRACE(std::string(wire_format_name(f)) +
                          (h == HashEncoding::kInt ? " int" : " bytes"));
             std::vector<uint8_t> wire;
@@ -127,7 +130,8 @@ TEST(KvEventEncoder, EveryVariantRoundTrips) {
             KvEventBatch out;
             Status st = decode_kv_event_batch(wire.data(), wire.size(), out);
             ASSERT_TRUE(st.ok()) << st.error().message;
-            EXPECT_EQ(out.rank, 2);
+            const bool v09 = f == WireFormat::kVllmV09;  // no rank, no medium yet
+            EXPECT_EQ(out.rank, v09 ? -1 : 2);
             EXPECT_EQ(out.ts, 12.25);
             EXPECT_EQ(out.digest_hashes, h == HashEncoding::kBytes);
             EXPECT_EQ(out.unknown_fields + out.unknown_events + out.malformed_events, 0);
@@ -135,7 +139,7 @@ TEST(KvEventEncoder, EveryVariantRoundTrips) {
             std::vector<int32_t> tokens;
             for (const KvEvent& e : out.events)
                 if (e.type == KvEventType::kBlockStored) {
-                    EXPECT_EQ(e.medium, KvMedium::kCpu);
+                    EXPECT_EQ(e.medium, v09 ? KvMedium::kGpu : KvMedium::kCpu);
                     stored.insert(stored.end(), e.block_hashes.begin(), e.block_hashes.end());
                     parents.push_back(e.parent_hash);
                     tokens.insert(tokens.end(), e.token_ids.begin(), e.token_ids.end());
@@ -188,8 +192,9 @@ TEST(KvEventEncoder, PreEncodedBatchesAreTheEncodersBytes) {
     c.type = KvEventType::kAllBlocksCleared;
     events.push_back(c);
     std::mt19937_64 rng(7);
-    for (WireFormat f : {WireFormat::kVllmArray, WireFormat::kVllmMap, WireFormat::kSglang})
+    for (WireFormat f : kWireFormats)
         for (HashEncoding h : {HashEncoding::kInt, HashEncoding::kBytes}) {
+            if (h == HashEncoding::kBytes && !wire_format_takes_digests(f)) continue;
             SCOPED_TRACE(std::string(wire_format_name(f)) +
                          (h == HashEncoding::kInt ? " int" : " bytes"));
             const PreEncodedEvents pre(events, f, h);
