@@ -386,6 +386,14 @@ std::string window_report(UiContext& ctx, int w, int h) {
       << ", \"search_blocks\": " << ints(dep.search_blocks)
       << ", \"search_blocks_per_publisher\": " << ints(dep.search_blocks_per_publisher)
       << ", \"hovered_block\": " << dep.hovered_block << ", \"tooltip\": " << quoted(dep.tooltip)
+      << ", \"maps\": [" <<
+        [&] {
+            std::string m;
+            for (size_t i = 0; i < dep.maps.size(); ++i)
+                m += (i ? ", " : "") + quoted(dep.maps[i]);
+            return m;
+        }()
+      << "]"
       << "}";
     j << ",\n \"eviction_log\": {\"rows\": " << ctx.drawn_log_rows
       << ", \"token_evictions\": " << ctx.drawn_log_token_evictions

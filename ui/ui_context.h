@@ -176,6 +176,9 @@ class UiContext {
         std::vector<int32_t> search_blocks_per_publisher;  // per publisher
         int32_t hovered_block = -1;
         std::string tooltip;  // the hovered block's tooltip, one line per row
+        // One map per publisher, or per publisher and cache group where it holds blocks of
+        // several (vLLM's hybrid cache: full attention apart from sliding window): their labels.
+        std::vector<std::string> maps;
     } drawn_deployment;
 
     // The step summary at `side`'s cursor, or null when that step has no row (an idle gap).
