@@ -17,7 +17,9 @@
 #include <future>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <thread>
 
+#include "attach/kv_publisher.h"
 #include "gpu_run.h"
 #include "sessions/recorder.h"
 #include "sessions/session_reader.h"
@@ -1165,6 +1167,38 @@ TEST_F(Gui, AttachWindowDrawsTheDeploymentLiveAndRecordsEverythingSent) {
     ASSERT_TRUE(stores.ok());
     EXPECT_EQ(static_cast<int64_t>(stores->size()), stored);
     EXPECT_GT(stored, 0);
+}
+
+// What a publisher sent that attach could not take in as sent is listed in the Controls panel
+// while the window follows it, one line per kind with its count.
+TEST_F(Gui, AttachWindowListsPublishersNotesInControls) {
+    const std::string script = dir_ + "/notes.txt";
+    test::write_file(script,
+                     "wait-progress 3 events\nwait 2\ndump " + dir_ + "/notes.json\nquit\n");
+    zmq::context_t ctx;
+    attach::PublisherOptions po;
+    po.endpoint = attach_port(0);
+    auto pub = attach::KvPublisher::create(ctx, po);
+    ASSERT_TRUE(pub.ok()) << pub.error().message;
+    auto attach = std::async(std::launch::async, [&] {
+        return kvscope({"attach", attach_port(0), "--gui", "--script", script, "--duration", "60"},
+                       120);
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+    auto path = test::source_file("tests/data/kv_events/mixed_notes.msgpack");
+    ASSERT_TRUE(path.has_value());
+    const std::string bytes = test::read_file(*path);
+    for (int i = 0; i < 3; ++i)
+        ASSERT_TRUE((*pub)->publish({bytes.begin(), bytes.end()}).ok());
+    const test::CommandResult r = attach.get();
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto d = nlohmann::json::parse(test::read_file(dir_ + "/notes.json"));
+    const std::string notes = d["controls_notes"].dump();
+    EXPECT_EQ(d["controls_notes"].size(), 4u) << notes;
+    for (const std::string note :
+         {"unknown field BlockStored.new_field (skipped) (3)", "unknown medium FS",
+          "token id is negative (3)", "unknown event type BlockPinned"})
+        EXPECT_NE(notes.find(note), std::string::npos) << note << " not in " << notes;
 }
 
 // --duration ends the attach with the window still open on what it recorded; without

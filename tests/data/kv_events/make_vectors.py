@@ -128,6 +128,18 @@ add("out_of_domain", [13.0, [
         ["BlockStored", [H(74)], None, T[:16], 16]]],
     batch([stored([H(74)], None, T[:16])], malformed_events=5, ts=13.0))
 
+# One of each note attach says (tests/attach/attach_cli_test.cpp, tests/gui/gui_test.cpp): a
+# medium and a field it does not know (the event kept), a negative token id (the event
+# dropped), an event type it does not know.
+add("mixed_notes", [14.0, [
+        {"type": "BlockStored", "block_hashes": [H(80)], "parent_block_hash": None,
+         "token_ids": [1, 2], "block_size": 2, "lora_id": None, "medium": "FS",
+         "lora_name": None, "new_field": 1},
+        ["BlockStored", [H(81)], None, [-1], 1],
+        ["BlockPinned", [H(80)]]], 0],
+    batch([stored([H(80)], None, [1, 2], bs=2, medium="OTHER")], rank=0, unknown_events=1,
+          unknown_fields=1, malformed_events=1, ts=14.0))
+
 # Hostile payloads: each must be refused with an error, never crash or allocate for the claim.
 bad = {
     "empty": b"",
