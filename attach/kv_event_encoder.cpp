@@ -100,6 +100,24 @@ bool is_sglang(WireFormat f) {
     return f == WireFormat::kSglang || f == WireFormat::kSglangEagle;
 }
 
+// What a format always writes of an event, the tag included: an array's length, or a map's
+// entries for the fields without a default (a caller adds those set beyond their default).
+uint32_t fixed_fields(WireFormat f, KvEventType type) {
+    const bool stored = type == KvEventType::kBlockStored;
+    switch (f) {
+        case WireFormat::kVllmV09:
+            return stored ? 6 : 2;
+        case WireFormat::kVllmArray:
+            return stored ? 12 : 4;
+        case WireFormat::kVllm:
+            return stored ? 8 : 3;
+        case WireFormat::kSglang:
+        case WireFormat::kSglangEagle:
+            return stored ? 6 : 2;
+    }
+    return 1;
+}
+
 // The fields of one event in their declaration order; a map writes each under its name, an
 // array writes them all in place.
 struct Fields {
@@ -107,6 +125,17 @@ struct Fields {
     bool map;
     void key(std::string_view k) {
         if (map) pack_str(pk, k);
+    }
+    // A field with a default, written only when set (maps).
+    void set_int(std::string_view k, int64_t v, bool set) {
+        if (!set) return;
+        key(k);
+        pk.pack_int64(v);
+    }
+    void set_str(std::string_view k, std::string_view v) {
+        if (v.empty()) return;
+        key(k);
+        pack_str(pk, v);
     }
     void head(std::string_view tag, uint32_t n) {
         if (map) {
@@ -148,22 +177,9 @@ void pack_stored(Packer& pk, const StoredView& v, WireFormat f, HashEncoding enc
     Fields out{pk, is_map(f)};
     const bool group = ev.group_idx >= 0, window = ev.sliding_window >= 0;
     const std::string_view medium = medium_of(ev);
-    uint32_t n = 0;
-    switch (f) {
-        case WireFormat::kVllmV09:
-            n = 6;
-            break;
-        case WireFormat::kVllmArray:
-            n = 12;
-            break;
-        case WireFormat::kVllm:
-            n = 8 + group + !ev.group_kind.empty() + window + !ev.locality.empty();
-            break;
-        case WireFormat::kSglang:
-        case WireFormat::kSglangEagle:
-            n = 6 + !medium.empty() + !ev.cache_salt.empty() + !ev.session_id.empty();
-            break;
-    }
+    uint32_t n = fixed_fields(f, KvEventType::kBlockStored);
+    if (f == WireFormat::kVllm) n += group + !ev.group_kind.empty() + window + !ev.locality.empty();
+    if (is_sglang(f)) n += !medium.empty() + !ev.cache_salt.empty() + !ev.session_id.empty();
     out.head("BlockStored", n);
     out.key("block_hashes");
     pack_hashes(pk, v.hashes, v.n_hashes, enc);
@@ -180,13 +196,9 @@ void pack_stored(Packer& pk, const StoredView& v, WireFormat f, HashEncoding enc
     pack_opt(pk, ev.lora_id, ev.lora_id >= 0);
     if (f == WireFormat::kVllmV09) return;
     if (is_sglang(f)) {  // medium, cache_salt, session_id: defaults None, omitted
-        for (auto [name, value] : {std::pair<std::string_view, std::string_view>{"medium", medium},
-                                   {"cache_salt", ev.cache_salt},
-                                   {"session_id", ev.session_id}})
-            if (!value.empty()) {
-                out.key(name);
-                pack_str(pk, value);
-            }
+        out.set_str("medium", medium);
+        out.set_str("cache_salt", ev.cache_salt);
+        out.set_str("session_id", ev.session_id);
         return;
     }
     out.key("medium");  // vLLM: no default, always written
@@ -201,22 +213,10 @@ void pack_stored(Packer& pk, const StoredView& v, WireFormat f, HashEncoding enc
         return;
     }
     // vLLM's maps: event_version (1) and extra_keys (None) at their defaults, left out.
-    if (group) {
-        out.key("group_idx");
-        pk.pack_int32(ev.group_idx);
-    }
-    if (!ev.group_kind.empty()) {
-        out.key("kv_cache_spec_kind");
-        pack_str(pk, ev.group_kind);
-    }
-    if (window) {
-        out.key("kv_cache_spec_sliding_window");
-        pk.pack_int32(ev.sliding_window);
-    }
-    if (!ev.locality.empty()) {
-        out.key("locality");
-        pack_str(pk, ev.locality);
-    }
+    out.set_int("group_idx", ev.group_idx, group);
+    out.set_str("kv_cache_spec_kind", ev.group_kind);
+    out.set_int("kv_cache_spec_sliding_window", ev.sliding_window, window);
+    out.set_str("locality", ev.locality);
 }
 
 void pack_removed(Packer& pk, const KvEvent& ev, const uint64_t* h, size_t n, WireFormat f,
@@ -224,31 +224,15 @@ void pack_removed(Packer& pk, const KvEvent& ev, const uint64_t* h, size_t n, Wi
     Fields out{pk, is_map(f)};
     const std::string_view medium = medium_of(ev);
     const bool group = ev.group_idx >= 0;
-    uint32_t fields = 0;
-    switch (f) {
-        case WireFormat::kVllmV09:
-            fields = 2;
-            break;
-        case WireFormat::kVllmArray:
-            fields = 4;
-            break;
-        case WireFormat::kVllm:
-            fields = 3 + group + !ev.locality.empty();
-            break;
-        case WireFormat::kSglang:
-        case WireFormat::kSglangEagle:
-            fields = 2 + !medium.empty();
-            break;
-    }
+    uint32_t fields = fixed_fields(f, KvEventType::kBlockRemoved);
+    if (f == WireFormat::kVllm) fields += group + !ev.locality.empty();
+    if (is_sglang(f)) fields += !medium.empty();
     out.head("BlockRemoved", fields);
     out.key("block_hashes");
     pack_hashes(pk, h, n, enc);
     if (f == WireFormat::kVllmV09) return;
     if (is_sglang(f)) {
-        if (!medium.empty()) {
-            out.key("medium");
-            pack_str(pk, medium);
-        }
+        out.set_str("medium", medium);
         return;
     }
     out.key("medium");
@@ -257,14 +241,8 @@ void pack_removed(Packer& pk, const KvEvent& ev, const uint64_t* h, size_t n, Wi
         pack_opt(pk, ev.group_idx, group);
         return;
     }
-    if (group) {
-        out.key("group_idx");
-        pk.pack_int32(ev.group_idx);
-    }
-    if (!ev.locality.empty()) {
-        out.key("locality");
-        pack_str(pk, ev.locality);
-    }
+    out.set_int("group_idx", ev.group_idx, group);
+    out.set_str("locality", ev.locality);
 }
 
 size_t wire_events(const KvEvent& ev, WireFormat format) {

@@ -90,6 +90,50 @@ TEST(KvEventDecoder, DigestHashesAreFlagged) {
     EXPECT_FALSE(batch.digest_hashes);
 }
 
+// What is read beyond the blocks: a malformed event's reason, vLLM's cache group, kind,
+// window and locality, SGLang's metadata and token pairs; a digest keyed by its last 8 bytes.
+TEST(KvEventDecoder, ReasonsGroupsMetadataAndPairsAreKept) {
+    KvEventBatch batch;
+    auto decode = [&](const std::string& name) {
+        auto payload = bytes(test::read_file(vector_dir() + name + ".msgpack"));
+        Status s = decode_kv_event_batch(payload.data(), payload.size(), batch);
+        ASSERT_TRUE(s.ok()) << s.error().message;
+    };
+    decode("out_of_domain");
+    std::vector<std::string> reasons;
+    for (const NameCount& n : batch.malformed_reasons)
+        reasons.push_back(n.name);
+    EXPECT_EQ(
+        reasons,
+        (std::vector<std::string>{
+            "BlockStored: a token id is negative", "BlockStored: block_size is negative",
+            "BlockStored: a digest hash is shorter than 8 bytes",
+            "BlockRemoved: group_idx is negative", "BlockStored: token_ids mixes pairs and ids"}));
+    decode("vllm_main_map");
+    ASSERT_EQ(batch.events.size(), 2u);
+    const KvEvent& st = batch.events[0];
+    EXPECT_EQ(st.group_idx, 1);
+    EXPECT_EQ(st.group_kind, "sliding_window");
+    EXPECT_EQ(st.sliding_window, 128);
+    EXPECT_EQ(st.locality, "LOCAL");
+    EXPECT_EQ(batch.unknown_fields, 0);
+    decode("sglang_eagle_pages");
+    ASSERT_EQ(batch.events.size(), 2u);
+    EXPECT_EQ(batch.events[0].token_width, 2);
+    EXPECT_EQ(batch.events[0].token_ids.size(), 32u);
+    EXPECT_EQ(batch.events[0].cache_salt, "s");
+    EXPECT_EQ(batch.events[0].session_id, "x");
+    EXPECT_EQ(batch.events[1].medium, KvMedium::kCpuPinned);
+    decode("vllm_array_bytes");
+    const KvEvent& d = batch.events.at(0);
+    ASSERT_EQ(d.digest_size, 32u);
+    ASSERT_EQ(d.digests.size(), 64u);
+    uint64_t tail = 0;  // vLLM's int form: int.from_bytes(digest, "big") & (2**64 - 1)
+    for (size_t i = 24; i < 32; ++i)
+        tail = tail << 8 | d.digests[i];
+    EXPECT_EQ(d.block_hashes[0], tail);
+}
+
 TEST(KvEventDecoder, EveryPrefixOfAVectorIsRefusedNotMisread) {
     auto payload = bytes(test::read_file(vector_dir() + "vllm_map_int.msgpack"));
     KvEventBatch batch;

@@ -49,6 +49,29 @@ const Bytes kTokens = {0x92, 0x07, 0xcd, 0x01, 0x2c};    // [7, 300]
 
 // A store of one block (hash 0x0102, parent 1, tokens 7 300, block size 2) on the GPU in cache
 // group 0 (full attention), its removal, and a clear; rank 1.
+// A BlockStored map's first fields, the ones without a default in vLLM's and SGLang's: type,
+// block_hashes, parent_block_hash, token_ids, block_size (a fixint), lora_id nil.
+Bytes stored_map_fields(const Bytes& hashes, const Bytes& parent, const Bytes& tokens,
+                        uint8_t block_size = 2) {
+    return cat({s("type"),
+                s("BlockStored"),
+                s("block_hashes"),
+                hashes,
+                s("parent_block_hash"),
+                parent,
+                s("token_ids"),
+                tokens,
+                s("block_size"),
+                {block_size},
+                s("lora_id"),
+                {0xc0}});
+}
+
+// A BlockRemoved map of kHashes on the GPU: type, block_hashes, medium.
+Bytes removed_map_fields() {
+    return cat({s("type"), s("BlockRemoved"), s("block_hashes"), kHashes, s("medium"), s("GPU")});
+}
+
 KvEventBatch sample(bool pairs) {
     KvEventBatch b;
     b.ts = 1.5;
@@ -85,18 +108,7 @@ Bytes expected(WireFormat f) {
                         {0x93},
                         // BlockStored: 8 fields without defaults, group_idx and kind set.
                         {0x8a},
-                        s("type"),
-                        s("BlockStored"),
-                        s("block_hashes"),
-                        kHashes,
-                        s("parent_block_hash"),
-                        {0x01},
-                        s("token_ids"),
-                        kTokens,
-                        s("block_size"),
-                        {0x02},
-                        s("lora_id"),
-                        {0xc0},
+                        stored_map_fields(kHashes, {0x01}, kTokens),
                         s("medium"),
                         s("GPU"),
                         s("lora_name"),
@@ -107,12 +119,7 @@ Bytes expected(WireFormat f) {
                         s("full_attention"),
                         // BlockRemoved: block_hashes, medium (no defaults), group_idx set.
                         {0x84},
-                        s("type"),
-                        s("BlockRemoved"),
-                        s("block_hashes"),
-                        kHashes,
-                        s("medium"),
-                        s("GPU"),
+                        removed_map_fields(),
                         s("group_idx"),
                         {0x00},
                         cleared_map,
@@ -159,29 +166,15 @@ Bytes expected(WireFormat f) {
                         {0x93},
                         // 6 fields without defaults, medium set.
                         {0x87},
-                        s("type"),
-                        s("BlockStored"),
-                        s("block_hashes"),
-                        kHashes,
-                        s("parent_block_hash"),
-                        {0x01},
-                        s("token_ids"),
-                        f == WireFormat::kSglang ? kTokens
-                                                 : Bytes{0x92, 0x92, 0x07, 0xcd, 0x01, 0x2c, 0x92,
-                                                         0xcd, 0x01, 0x2c, 0x09},
-                        s("block_size"),
-                        {0x02},
-                        s("lora_id"),
-                        {0xc0},
+                        stored_map_fields(kHashes, {0x01},
+                                          f == WireFormat::kSglang
+                                              ? kTokens
+                                              : Bytes{0x92, 0x92, 0x07, 0xcd, 0x01, 0x2c, 0x92,
+                                                      0xcd, 0x01, 0x2c, 0x09}),
                         s("medium"),
                         s("GPU"),
                         {0x83},
-                        s("type"),
-                        s("BlockRemoved"),
-                        s("block_hashes"),
-                        kHashes,
-                        s("medium"),
-                        s("GPU"),
+                        removed_map_fields(),
                         cleared_map,
                         {0x01}});
     }
@@ -230,18 +223,7 @@ TEST(PublishGoldenBytes, SglangSendsOneEventPerPageAndItsOwnMediumNames) {
     encode_kv_event_batch(b, WireFormat::kSglang, HashEncoding::kInt, wire);
     auto page = [&](uint8_t hash, Bytes parent, uint8_t token) {
         return cat({{0x87},
-                    s("type"),
-                    s("BlockStored"),
-                    s("block_hashes"),
-                    {0x91, hash},
-                    s("parent_block_hash"),
-                    parent,
-                    s("token_ids"),
-                    {0x91, token},
-                    s("block_size"),
-                    {0x01},
-                    s("lora_id"),
-                    {0xc0},
+                    stored_map_fields({0x91, hash}, parent, {0x91, token}, 1),
                     s("medium"),
                     s("CPU_PINNED")});
     };

@@ -755,13 +755,19 @@ struct AttachedSession {
     static constexpr int64_t kStepNs = 100'000'000;
 };
 
-std::string record_attached_session(const std::string& path) {
+// Two publishers of 8 slots each, as `kvscope attach` describes a deployment.
+RunInfo two_publishers(int32_t block_size) {
     RunInfo info;
     info.num_blocks = 16;
-    info.block_size = 4;
+    info.block_size = block_size;
     info.allocator = "attached";
     info.backend = "attached";
     info.publishers = {"tcp://a:1", "tcp://b:2"};
+    return info;
+}
+
+std::string record_attached_session(const std::string& path) {
+    const RunInfo info = two_publishers(4);
     auto rec = Recorder::create(path, info);
     EXPECT_TRUE(rec.ok()) << rec.error().message;
     if (!rec.ok()) return "";
@@ -984,12 +990,7 @@ TEST_F(Gui, AttachedSessionShowsMemoryAndEvictions) {
 // gets a map per group, and the tooltip says the block's group, its digest (sent as bytes)
 // and SGLang's speculative token pairs.
 TEST_F(Gui, DeploymentDrawsCacheGroupsApartWithDigestsAndTokenPairs) {
-    RunInfo info;
-    info.num_blocks = 16;
-    info.block_size = 2;
-    info.allocator = "attached";
-    info.backend = "attached";
-    info.publishers = {"tcp://a:1", "tcp://b:2"};
+    const RunInfo info = two_publishers(2);
     const std::string path = dir_ + "/groups.kvs";
     {
         auto rec = Recorder::create(path, info);
