@@ -77,6 +77,14 @@ std::string AttachController::progress() const {
     return attach_progress(attacher_->stats(), seconds());
 }
 
+std::vector<std::string> AttachController::notes() const {
+    std::vector<std::string> lines;
+    for (const attach::PublisherStats& s : attacher_->stats())
+        for (const attach::PublisherNote& n : s.notes)
+            lines.push_back(s.endpoint + ": " + n.text + " (" + std::to_string(n.count) + ")");
+    return lines;
+}
+
 Status AttachController::finish() {
     attacher_->end();
     // Bounded: counting what is queued stops after half a second, asking for the tail after

@@ -40,6 +40,7 @@ class AttachController : public Controller {
     std::string problem() const override { return problem_; }
     std::vector<PendingRequest> pending() const override { return {}; }
     std::string progress() const override;
+    std::vector<std::string> notes() const override;
 
     // Ends following (as Ctrl-C does; what is still to come is asked of the replay sockets, a
     // few seconds at most) and closes the recording: once the window has closed. Returns the

@@ -14,6 +14,32 @@ double per_second(int64_t n, double seconds) {
     return seconds > 0 ? static_cast<double>(n) / seconds : 0.0;
 }
 
+nlohmann::json names_json(const std::vector<attach::NameCount>& names) {
+    nlohmann::json j = nlohmann::json::object();
+    for (const attach::NameCount& n : names)
+        j[n.name] = n.count;
+    return j;
+}
+
+nlohmann::json groups_json(const std::vector<attach::GroupCounts>& groups) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const attach::GroupCounts& g : groups)
+        j.push_back({{"group_idx", g.group},
+                     {"kind", g.kind},
+                     {"sliding_window", g.sliding_window},
+                     {"blocks_stored", g.blocks_stored},
+                     {"blocks_removed", g.blocks_removed},
+                     {"blocks_cached", g.held}});
+    return j;
+}
+
+nlohmann::json notes_json(const std::vector<attach::PublisherNote>& notes) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const attach::PublisherNote& n : notes)
+        j.push_back({{"note", n.text}, {"count", n.count}});
+    return j;
+}
+
 nlohmann::json stats_to_json(const std::vector<attach::PublisherStats>& stats,
                              int64_t shared_hashes_peak, double active_seconds, double seconds) {
     nlohmann::json ranks = nlohmann::json::array();
@@ -37,6 +63,13 @@ nlohmann::json stats_to_json(const std::vector<attach::PublisherStats>& stats,
                          {"unknown_fields", s.unknown_fields},
                          {"stale_batches", s.stale},
                          {"restarts", s.restarts},
+                         {"oversized_batches", s.oversized},
+                         {"unknown_event_types", names_json(s.unknown_event_names)},
+                         {"unknown_field_names", names_json(s.unknown_field_names)},
+                         {"unknown_media", names_json(s.unknown_media)},
+                         {"malformed_reasons", names_json(s.malformed_reasons)},
+                         {"groups", groups_json(s.groups)},
+                         {"notes", notes_json(s.notes)},
                          {"removed_unknown", s.removed_unknown},
                          {"overflow", s.overflow},
                          {"joined_at_seq", s.joined_at_seq},
@@ -65,14 +98,22 @@ int check_attach_outputs(const AttachFlags& f) {
     return 0;
 }
 
-Result<std::unique_ptr<attach::Attacher>> create_attacher(const AttachFlags& f) {
+Result<std::unique_ptr<attach::Attacher>> create_attacher(
+    const AttachFlags& f, const std::function<void()>& before_note) {
     attach::AttachOptions ao;
     ao.endpoints = f.endpoints;
     ao.replay_endpoints = f.replay;
     ao.topic = f.topic;
     ao.blocks_per_publisher = f.blocks_per_rank;
     ao.tick_ms = f.tick_ms;
-    return attach::Attacher::create(ao);
+    ao.max_message_bytes = static_cast<size_t>(f.max_message_bytes);
+    auto attacher = attach::Attacher::create(ao);
+    if (attacher)
+        (*attacher)->set_note_sink([before_note](const std::string& line) {
+            if (before_note) before_note();
+            std::fprintf(stderr, "kvscope attach: %s\n", terminal_safe(line).c_str());
+        });
+    return attacher;
 }
 
 Result<std::unique_ptr<Recorder>> record_attached(const std::string& path,
@@ -119,32 +160,49 @@ int report_attach(const AttachFlags& f, const attach::Attacher& attacher,
                 "gaps", "filled", "lost", "malformed");
     for (const auto& s : stats)
         std::printf(
-            "%-28s %5d %10lld %9lld %9lld %8lld %9lld %9.0f %8lld %8lld %6lld %7lld %9lld %9lld\n",
+            "%-28s %5d %10lld %9lld %9lld %8lld %9lld %9.0f %8lld %8lld %6llu %7llu %9llu %9lld\n",
             terminal_safe(s.endpoint).c_str(), s.rank, static_cast<long long>(s.events),
             static_cast<long long>(s.blocks_stored), static_cast<long long>(s.blocks_removed),
             static_cast<long long>(s.blocks_cached), static_cast<long long>(s.churn),
             per_second(s.churn, seconds), static_cast<long long>(s.stored_again),
-            static_cast<long long>(s.shared_peak), static_cast<long long>(s.gaps),
-            static_cast<long long>(s.gaps_filled), static_cast<long long>(s.batches_lost),
-            static_cast<long long>(s.malformed_frames));
+            static_cast<long long>(s.shared_peak), static_cast<unsigned long long>(s.gaps),
+            static_cast<unsigned long long>(s.gaps_filled),
+            static_cast<unsigned long long>(s.batches_lost),
+            static_cast<long long>(s.malformed_frames + s.malformed_events));
     if (stats.size() > 1)
         std::printf("hashes held by several publishers at once, at most: %lld\n",
                     static_cast<long long>(attacher.shared_hashes_peak()));
+    // Cache groups (vLLM's hybrid cache), when a publisher has more than one.
+    for (const auto& s : stats) {
+        if (s.groups.size() < 2) continue;
+        for (const attach::GroupCounts& g : s.groups)
+            std::printf("%-28s group %d%s%s%s: %lld stored, %lld removed, %lld cached\n",
+                        terminal_safe(s.endpoint).c_str(), g.group, g.kind.empty() ? "" : " (",
+                        terminal_safe(g.kind).c_str(), g.kind.empty() ? "" : ")",
+                        static_cast<long long>(g.blocks_stored),
+                        static_cast<long long>(g.blocks_removed), static_cast<long long>(g.held));
+    }
+    // Why: what each publisher sent that attach could not take in as sent.
+    for (const auto& s : stats)
+        for (const attach::PublisherNote& n : s.notes)
+            std::printf("%-28s note: %s (%llu)\n", terminal_safe(s.endpoint).c_str(),
+                        terminal_safe(n.text).c_str(), static_cast<unsigned long long>(n.count));
     for (const auto& s : stats) {
         if (s.batches_lost > 0)
             std::fprintf(stderr,
-                         "kvscope attach: %s: %lld batches (about %lld events) lost and not "
+                         "kvscope attach: %s: %llu batches (about %llu events) lost and not "
                          "replayable; what it holds may be incomplete\n",
-                         terminal_safe(s.endpoint).c_str(), static_cast<long long>(s.batches_lost),
-                         static_cast<long long>(s.events_lost));
+                         terminal_safe(s.endpoint).c_str(),
+                         static_cast<unsigned long long>(s.batches_lost),
+                         static_cast<unsigned long long>(s.events_lost));
         if (s.batches_after_end > 0)
             std::fprintf(stderr,
-                         "kvscope attach: %s: %s%lld batches were published after the last one "
+                         "kvscope attach: %s: %s%llu batches were published after the last one "
                          "taken in, still queued or dropped on the way when attach ended (not "
                          "recorded)\n",
                          terminal_safe(s.endpoint).c_str(),
                          s.after_end_cut_short ? "at least " : "",
-                         static_cast<long long>(s.batches_after_end));
+                         static_cast<unsigned long long>(s.batches_after_end));
         if (s.overflow > 0)
             std::fprintf(stderr,
                          "kvscope attach: %s: %lld blocks not tracked: more than "

@@ -5,6 +5,7 @@
 // warnings about what was lost and --summary-json.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,14 +25,18 @@ struct AttachFlags {
     double duration = 0;
     int32_t blocks_per_rank = 65536;
     int32_t tick_ms = 100;
+    int64_t max_message_bytes = int64_t{16} << 20;
     bool force = false;
 };
 
 // Refuses the output paths before anything is connected. Returns 0, or 1 with the message
 // printed.
 int check_attach_outputs(const AttachFlags& flags);
-// The attacher the flags ask for: connected, nothing taken in yet.
-Result<std::unique_ptr<attach::Attacher>> create_attacher(const AttachFlags& flags);
+// The attacher the flags ask for: connected, nothing taken in yet. What it notes (a malformed
+// event, an unknown field...) goes to stderr, once per kind and publisher; `before_note` (may be
+// empty) is called first (a progress line clears itself).
+Result<std::unique_ptr<attach::Attacher>> create_attacher(const AttachFlags& flags,
+                                                          const std::function<void()>& before_note);
 // A recorder of `attacher`'s session to `path`; `replace`: a file there may be replaced.
 Result<std::unique_ptr<Recorder>> record_attached(const std::string& path,
                                                   const attach::Attacher& attacher, bool replace);

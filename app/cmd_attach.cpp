@@ -30,7 +30,8 @@ struct AttachCliOptions {
 
 // Following in the terminal, with a progress line.
 int follow_in_terminal(const AttachFlags& f) {
-    auto attacher = create_attacher(f);
+    ProgressLine progress;
+    auto attacher = create_attacher(f, [&progress] { progress.clear(); });
     if (!attacher) return usage_error(attacher.error().message);
     std::unique_ptr<Recorder> recorder;
     if (!f.record.empty()) {
@@ -40,7 +41,6 @@ int follow_in_terminal(const AttachFlags& f) {
     }
     announce_attach(f, "Ctrl-C ends it");
     const std::atomic<bool>& stop = stop_on_interrupt();
-    ProgressLine progress;
     auto start = std::chrono::steady_clock::now();
     auto seconds = [&] {
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -65,7 +65,7 @@ int follow_in_window(const AttachFlags& f, ui::WindowOptions window) {
     if (Status display = ui::check_display(); !display) return fail(display.error().message);
     // From the recording's first byte on, Ctrl-C closes it properly rather than killing.
     const std::atomic<bool>& stop = stop_on_interrupt();
-    auto attacher = create_attacher(f);
+    auto attacher = create_attacher(f, {});
     if (!attacher) return usage_error(attacher.error().message);
     const bool keep = !f.record.empty();
     auto rec =
@@ -121,6 +121,9 @@ Command register_attach(CLI::App& cli) {
         ->check(CLI::Range(1, 1 << 22));
     sub->add_option("--tick-ms", f.tick_ms, "Length of one recorded step, in milliseconds")
         ->check(CLI::Range(1, 60000));
+    sub->add_option("--max-message-bytes", f.max_message_bytes,
+                    "Refuse (count and say) a batch larger than this many bytes (default 16 MiB)")
+        ->check(CLI::Range(int64_t{1024}, int64_t{1} << 32));
     add_force_flag(*sub, f.force);
 #ifdef KVSCOPE_HAVE_GUI
     sub->add_flag("--gui", o->gui,

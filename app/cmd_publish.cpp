@@ -21,6 +21,13 @@
 namespace kvscope::app {
 
 namespace {
+std::string format_names() {
+    std::string names;
+    for (attach::WireFormat f : attach::kWireFormats)
+        names += (names.empty() ? "" : ", ") + std::string(attach::wire_format_name(f));
+    return names;
+}
+
 struct PublishOptions {
     std::string session;
     std::string endpoint;
@@ -28,7 +35,7 @@ struct PublishOptions {
     std::string topic;
     double rate = 10000;  // events per second per rank; 0: as fast as the sockets take them
     int32_t ranks = 1;
-    std::string format = "vllm-map";
+    std::string format = "vllm";
     std::string hash = "int";
     double gaps = 0;
     int32_t batch = 16;
@@ -43,10 +50,14 @@ struct PublishOptions {
 int publish(const PublishOptions& o) {
     attach::WireFormat format;
     if (!attach::parse_wire_format(o.format, format))
-        return usage_error("--format must be vllm-array, vllm-map or sglang, not " +
+        return usage_error("--format must be " + format_names() + ", not " +
                            terminal_safe(o.format));
     const auto hashes =
         o.hash == "bytes" ? attach::HashEncoding::kBytes : attach::HashEncoding::kInt;
+    if (hashes == attach::HashEncoding::kBytes && !attach::wire_format_takes_digests(format))
+        return usage_error("--hash bytes: " + o.format +
+                           " sends integer hashes only (digests are vLLM's since 0.10.2: "
+                           "--format vllm or vllm-array)");
     std::string session = o.session;
     if (session.empty()) {
         auto found = find_data_file("sessions/sample-chat.kvs");
@@ -55,6 +66,14 @@ int publish(const PublishOptions& o) {
     }
     auto trace = attach::kv_trace_from_session(session);
     if (!trace) return fail(trace.error().message);
+    // What the publishers of today send with every block: vLLM its cache group (one group of
+    // full attention, as a model without sliding-window layers has), SGLang's speculative
+    // decoding its tokens as pairs.
+    for (attach::KvEvent& ev : trace->events) {
+        ev.group_idx = 0;
+        if (ev.type == attach::KvEventType::kBlockStored) ev.group_kind = "full_attention";
+    }
+    if (format == attach::WireFormat::kSglangEagle) trace->events = attach::eagle_pages(*trace);
 
     zmq::context_t ctx;
     std::vector<std::unique_ptr<attach::KvPublisher>> pubs;
@@ -69,7 +88,7 @@ int publish(const PublishOptions& o) {
             po.replay_endpoint = *rp;
         }
         po.topic = o.topic;
-        po.replies_without_topic = o.old_replies || format == attach::WireFormat::kSglang;
+        po.replies_without_topic = o.old_replies || !attach::wire_format_replies_with_topic(format);
         auto p = attach::KvPublisher::create(ctx, po);
         if (!p) return fail(p.error().message);
         pubs.push_back(std::move(p).value());
@@ -170,9 +189,17 @@ Command register_publish(CLI::App& cli) {
         ->check(finite_number(0, 1e9));
     sub->add_option("--ranks", o->ranks, "Publishers (data-parallel ranks), one port each")
         ->check(CLI::Range(1, 256));
-    sub->add_option("--format", o->format, "vllm-array, vllm-map or sglang")
-        ->check(CLI::IsMember({"vllm-array", "vllm-map", "sglang"}));
-    sub->add_option("--hash", o->hash, "Block hashes as int (vLLM's default) or bytes (SHA-256)")
+    sub->add_option("--format", o->format,
+                    "The publisher's wire format, byte for byte: vllm (vLLM >= 0.26), vllm-v0.9, "
+                    "vllm-array (vLLM 0.10.2 to 0.25), sglang, sglang-eagle (SGLang with "
+                    "speculative decoding: token pairs)")
+        ->check([](const std::string& v) {
+            attach::WireFormat f;
+            return attach::parse_wire_format(v, f) ? std::string()
+                                                   : "must be " + format_names() + ", not " + v;
+        });
+    sub->add_option("--hash", o->hash,
+                    "Block hashes as int (vLLM's default) or bytes (SHA-256; vllm and vllm-array)")
         ->check(CLI::IsMember({"int", "bytes"}));
     sub->add_option("--gaps", o->gaps,
                     "Fraction of batches withheld from the live socket (still replayable)")

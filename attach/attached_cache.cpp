@@ -10,15 +10,16 @@ AttachedCache::AttachedCache(int32_t publisher, int32_t first_block, int32_t cap
       first_block_(first_block),
       capacity_(capacity),
       by_medium_(kNumKvMedia, 0) {
-    free_.reserve(static_cast<size_t>(capacity));
-    free_all_slots();
     slots_.reserve(static_cast<size_t>(std::min(capacity, 1 << 16)));
 }
 
-void AttachedCache::free_all_slots() {
-    free_.clear();
-    for (int32_t b = first_block_ + capacity_ - 1; b >= first_block_; --b)
-        free_.push_back(b);
+int32_t AttachedCache::take_slot() {
+    if (!free_.empty()) {
+        const int32_t b = free_.back();
+        free_.pop_back();
+        return b;
+    }
+    return never_used_ < capacity_ ? first_block_ + never_used_++ : -1;
 }
 
 Event& AttachedCache::block_event(EventKind kind, int32_t block, KvMedium medium, uint64_t hash,
@@ -32,95 +33,128 @@ Event& AttachedCache::block_event(EventKind kind, int32_t block, KvMedium medium
     return e;
 }
 
-bool AttachedCache::held_elsewhere(uint64_t hash, KvMedium medium) const {
-    const uint32_t others = media_seen_ & ~(1u << static_cast<uint32_t>(medium));
-    for (uint32_t m = 0; m < static_cast<uint32_t>(kNumKvMedia); ++m)
-        if ((others >> m & 1u) && slots_.count(Key{hash, static_cast<KvMedium>(m)})) return true;
-    return false;
+GroupCounts& AttachedCache::group(int32_t g) {
+    const auto at = static_cast<size_t>(g + 1);
+    if (groups_.size() <= at) groups_.resize(at + 1);
+    groups_[at].group = g;
+    return groups_[at];
 }
 
-void AttachedCache::on_slot_taken(uint64_t hash, KvMedium medium) {
-    const uint64_t key = key_of(hash, medium);
-    if (dropped_.find(key) || dropped_before_.find(key)) ++counts_.stored_again;
-    media_seen_ |= 1u << static_cast<uint32_t>(medium);
-    if (changes_ && !held_elsewhere(hash, medium)) changes_->push_back({hash, true});
+std::vector<GroupCounts> AttachedCache::groups() const {
+    std::vector<GroupCounts> out;
+    for (const GroupCounts& g : groups_)
+        if (g.blocks_stored > 0) out.push_back(g);
+    return out;
 }
 
-void AttachedCache::on_slot_freed(uint64_t hash, KvMedium medium) {
+void AttachedCache::on_slot_taken(const Key& key) {
+    const uint64_t k = mixed(key);
+    if (dropped_.find(k) || dropped_before_.find(k)) ++counts_.stored_again;
+    ++by_medium_[static_cast<size_t>(key.medium)];
+    ++group(key.group).held;
+    bool added = false;
+    if (++slots_of_hash_.get(key.hash, added) == 1 && changes_)
+        changes_->push_back({key.hash, true});
+}
+
+void AttachedCache::on_slot_freed(const Key& key) {
     if (dropped_.size() >= kStoredBeforeRemembered) {
         dropped_before_ = std::move(dropped_);
         dropped_.clear();
     }
     bool added = false;
-    dropped_.get(key_of(hash, medium), added);
-    if (changes_ && !held_elsewhere(hash, medium)) changes_->push_back({hash, false});
+    dropped_.get(mixed(key), added);
+    --by_medium_[static_cast<size_t>(key.medium)];
+    --group(key.group).held;
+    int32_t* n = slots_of_hash_.find(key.hash);
+    if (n && --*n == 0) {
+        slots_of_hash_.erase(key.hash);
+        if (changes_) changes_->push_back({key.hash, false});
+    }
 }
 
 void AttachedCache::store(const KvEvent& ev, size_t i, std::vector<Event>& out) {
     const uint64_t hash = ev.block_hashes[i];
-    auto [it, added] = slots_.try_emplace(Key{hash, ev.medium});
+    const Key key{hash, ev.medium, ev.group_idx};
+    auto [it, added] = slots_.try_emplace(key);
     Slot& slot = it->second;
     ++counts_.blocks_stored;
+    GroupCounts& g = group(ev.group_idx);
+    ++g.blocks_stored;
+    if (!ev.group_kind.empty()) g.kind = ev.group_kind;
+    if (ev.sliding_window >= 0) g.sliding_window = ev.sliding_window;
     if (!added) {  // stored again: one more reference to the same slot
         ++slot.refs;
         block_event(EventKind::kKvStored, slot.block, ev.medium, hash, out);
         return;
     }
-    if (free_.empty()) {
+    slot.block = take_slot();
+    if (slot.block < 0) {
         slots_.erase(it);
         ++counts_.overflow;
         return;
     }
-    slot.block = free_.back();
-    free_.pop_back();
     slot.refs = 1;
-    ++by_medium_[static_cast<size_t>(ev.medium)];
-    on_slot_taken(hash, ev.medium);
+    on_slot_taken(key);
 
-    // A block's tokens: its share of token_ids (placeholder stores from offloading have none).
-    const size_t per = ev.block_size > 0 ? static_cast<size_t>(ev.block_size) : 0;
+    // A block's tokens: its share of token_ids, token_width ids a position (placeholder stores
+    // from offloading have none).
+    const size_t width = static_cast<size_t>(std::max(ev.token_width, 1));
+    const size_t per = ev.block_size > 0 ? static_cast<size_t>(ev.block_size) * width : 0;
     const size_t begin = std::min(i * per, ev.token_ids.size());
     const size_t end = std::min(begin + per, ev.token_ids.size());
     Event& e = block_event(EventKind::kKvStored, slot.block, ev.medium, hash, out);
-    e.c = static_cast<int32_t>(end - begin);
+    e.c = static_cast<int32_t>((end - begin) / width);
+    StoredBlock more;
+    more.token_pairs = width == 2;
+    more.group = ev.group_idx;
+    more.group_kind = ev.group_kind;
+    more.sliding_window = ev.sliding_window;
+    if (ev.digest_size > 0 && ev.digests.size() >= (i + 1) * ev.digest_size)
+        more.digest.assign(
+            ev.digests.begin() + static_cast<std::ptrdiff_t>(i * ev.digest_size),
+            ev.digests.begin() + static_cast<std::ptrdiff_t>((i + 1) * ev.digest_size));
     encode_stored_block(i > 0 || ev.has_parent, i > 0 ? ev.block_hashes[i - 1] : ev.parent_hash,
-                        ev.token_ids.data() + begin, end - begin, e.payload);
+                        ev.token_ids.data() + begin, end - begin, e.payload, &more);
 }
 
-void AttachedCache::remove(uint64_t hash, KvMedium medium, std::vector<Event>& out) {
-    auto it = slots_.find(Key{hash, medium});
+void AttachedCache::remove(const Key& key, std::vector<Event>& out) {
+    auto it = slots_.find(key);
     if (it == slots_.end()) {
         ++counts_.removed_unknown;
         return;
     }
     ++counts_.blocks_removed;
+    ++group(key.group).blocks_removed;
     Slot& slot = it->second;
-    block_event(EventKind::kKvRemoved, slot.block, medium, hash, out).c = --slot.refs;
+    block_event(EventKind::kKvRemoved, slot.block, key.medium, key.hash, out).c = --slot.refs;
     if (slot.refs == 0) {
         free_.push_back(slot.block);
-        --by_medium_[static_cast<size_t>(medium)];
         slots_.erase(it);
         ++counts_.churn;
-        on_slot_freed(hash, medium);
+        on_slot_freed(key);
+    }
+}
+
+void AttachedCache::apply(const KvEvent& ev, std::vector<Event>& out) {
+    switch (ev.type) {
+        case KvEventType::kBlockStored:
+            for (size_t i = 0; i < ev.block_hashes.size(); ++i)
+                store(ev, i, out);
+            break;
+        case KvEventType::kBlockRemoved:
+            for (uint64_t h : ev.block_hashes)
+                remove(Key{h, ev.medium, ev.group_idx}, out);
+            break;
+        case KvEventType::kAllBlocksCleared:
+            clear(out);
+            break;
     }
 }
 
 void AttachedCache::apply(const KvEventBatch& batch, std::vector<Event>& out) {
-    for (const KvEvent& ev : batch.events) {
-        switch (ev.type) {
-            case KvEventType::kBlockStored:
-                for (size_t i = 0; i < ev.block_hashes.size(); ++i)
-                    store(ev, i, out);
-                break;
-            case KvEventType::kBlockRemoved:
-                for (uint64_t h : ev.block_hashes)
-                    remove(h, ev.medium, out);
-                break;
-            case KvEventType::kAllBlocksCleared:
-                clear(out);
-                break;
-        }
-    }
+    for (const KvEvent& ev : batch.events)
+        apply(ev, out);
 }
 
 void AttachedCache::clear(std::vector<Event>& out, bool evicted) {
@@ -129,6 +163,7 @@ void AttachedCache::clear(std::vector<Event>& out, bool evicted) {
     marker.kind = EventKind::kKvCleared;
     marker.a = publisher_;
     marker.c = held();
+    if (slots_.empty()) return;  // nothing held: nothing to do, whatever the pool's size
     // Lowest slot first, so a replay frees them in a stable order.
     std::vector<std::pair<int32_t, Key>> held_slots;
     held_slots.reserve(slots_.size());
@@ -139,14 +174,15 @@ void AttachedCache::clear(std::vector<Event>& out, bool evicted) {
     for (const auto& [block, key] : held_slots)
         block_event(EventKind::kKvRemoved, block, key.medium, key.hash, out).c = 0;
     if (evicted) counts_.churn += static_cast<int64_t>(held_slots.size());
-    // Freed one by one, so a hash held on two media is reported gone once, with the last.
+    // Freed one by one (never slots_.clear(), which costs its whole bucket array), so a hash
+    // held on two media is reported gone once, with the last.
     for (const auto& [block, key] : held_slots) {
         slots_.erase(key);
-        on_slot_freed(key.hash, key.medium);
+        on_slot_freed(key);
     }
-    slots_.clear();
-    free_all_slots();
-    std::fill(by_medium_.begin(), by_medium_.end(), 0);
+    // Every slot used so far is free again: back to handing them out in order.
+    free_.clear();
+    never_used_ = 0;
 }
 
 }  // namespace kvscope::attach

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <utility>
 
 #include "attach/endpoint.h"
 #include "attach/kv_event_decoder.h"
@@ -38,6 +39,10 @@ struct Attacher::Source {
     int32_t index = 0;
     zmq::socket_t sub;
     std::unique_ptr<zmq::socket_t> replay;
+    // The SUB socket's connection events (ZMQ_EVENT_CONNECTED), to tell a reconnection.
+    std::unique_ptr<zmq::socket_t> monitor;
+    int64_t connections = 0;
+    bool new_connection = false;  // the next live batch is the first since a reconnection
     SequenceTracker seq;
     AttachedCache cache;
     PublisherStats stats;
@@ -49,6 +54,7 @@ struct Attacher::Source {
     bool tail_check = false;  // the look for batches after the last one, when attach ends
     Clock::time_point replay_deadline;
     std::deque<std::vector<zmq::message_t>> pending;
+    size_t pending_bytes = 0;
     std::vector<HeldChange> held_changes;
     int64_t shared = 0;  // its hashes another publisher holds too, now
     // Batches still queued once following ended: how many, and the highest sequence number.
@@ -57,8 +63,8 @@ struct Attacher::Source {
     uint64_t drained_max_seq = 0;
     bool drained_all = false;  // its queue was found empty on the last look
 
-    Source(zmq::context_t& ctx, int32_t i, int32_t first, int32_t capacity)
-        : index(i), sub(ctx, zmq::socket_type::sub), cache(i, first, capacity) {}
+    Source(zmq::context_t& ctx, int32_t i, int32_t first, int32_t capacity, uint64_t window)
+        : index(i), sub(ctx, zmq::socket_type::sub), seq(window), cache(i, first, capacity) {}
 };
 
 Attacher::Attacher(const AttachOptions& options) : options_(options) {}
@@ -85,19 +91,33 @@ Result<std::unique_ptr<Attacher>> Attacher::create(const AttachOptions& options)
     for (size_t i = 0; i < options.endpoints.size(); ++i) {
         auto s = std::make_unique<Source>(a->ctx_, static_cast<int32_t>(i),
                                           static_cast<int32_t>(i) * options.blocks_per_publisher,
-                                          options.blocks_per_publisher);
+                                          options.blocks_per_publisher, options.replay_window);
         s->stats.endpoint = options.endpoints[i];
         const std::string replay =
             options.replay_endpoints.empty() ? std::string() : options.replay_endpoints[i];
+        // ZeroMQ's own ceiling on a frame, far past the limit attach says it refuses at: what
+        // comes between the two is received, refused and counted.
+        const auto ceiling = static_cast<int64_t>(std::min<size_t>(
+            std::max<size_t>(options.max_message_bytes * 4, size_t{64} << 20), size_t{1} << 40));
         try {
             s->sub.set(zmq::sockopt::rcvhwm, options.receive_queue);
+            s->sub.set(zmq::sockopt::maxmsgsize, ceiling);
             s->sub.set(zmq::sockopt::linger, 0);
+            const std::string monitor = "inproc://kvscope-attach-monitor-" +
+                                        std::to_string(reinterpret_cast<uintptr_t>(a.get())) + "-" +
+                                        std::to_string(i);
+            if (zmq_socket_monitor(s->sub.handle(), monitor.c_str(), ZMQ_EVENT_CONNECTED) != 0)
+                throw zmq::error_t();
+            s->monitor = std::make_unique<zmq::socket_t>(a->ctx_, zmq::socket_type::pair);
+            s->monitor->set(zmq::sockopt::linger, 0);
+            s->monitor->connect(monitor);
             s->sub.set(zmq::sockopt::subscribe, options.topic);
             s->sub.connect(options.endpoints[i]);
             if (!replay.empty()) {
                 s->replay = std::make_unique<zmq::socket_t>(a->ctx_, zmq::socket_type::dealer);
                 s->replay->set(zmq::sockopt::linger, 0);
                 s->replay->set(zmq::sockopt::rcvhwm, 0);
+                s->replay->set(zmq::sockopt::maxmsgsize, ceiling);
                 s->replay->connect(replay);
             }
         } catch (const zmq::error_t& e) {
@@ -123,29 +143,99 @@ RunInfo Attacher::run_info() const {
     return info;
 }
 
+namespace {
+uint64_t saturating_add(uint64_t a, uint64_t b) {
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+}  // namespace
+
 void Attacher::lose(Source& s, uint64_t batches) {
-    s.stats.batches_lost += static_cast<int64_t>(batches);
+    if (batches == 0) return;
+    const bool first = s.stats.batches_lost == 0;
+    s.stats.batches_lost = saturating_add(s.stats.batches_lost, batches);
     const double per = s.stats.batches > 0 ? static_cast<double>(s.stats.events) /
                                                  static_cast<double>(s.stats.batches)
                                            : 0.0;
+    const double events = per * static_cast<double>(s.stats.batches_lost);
     s.stats.events_lost =
-        static_cast<int64_t>(std::llround(per * static_cast<double>(s.stats.batches_lost)));
+        events >= 1.8e19 ? UINT64_MAX : static_cast<uint64_t>(std::llround(events));
+    if (first) note(s, "batches lost and not replayable: what it holds may be incomplete");
+}
+
+void Attacher::note(Source& s, const std::string& text, uint64_t n) {
+    std::vector<PublisherNote>& notes = s.stats.notes;
+    for (PublisherNote& x : notes)
+        if (x.text == text) {
+            x.count = saturating_add(x.count, n);
+            return;
+        }
+    if (notes.size() >= kMaxNotes) {
+        note(s, "other notes", n);
+        return;
+    }
+    notes.push_back({text, n});
+    if (!note_sink_) return;
+    const auto now = Clock::now();
+    if (now - note_second_ >= std::chrono::seconds(1)) {
+        note_second_ = now;
+        note_lines_ = 0;
+    }
+    if (note_lines_ == kNoteLinesPerSecond)
+        note_sink_("notes come faster than " + std::to_string(kNoteLinesPerSecond) +
+                   " a second: the rest are in the summary");
+    if (note_lines_++ < kNoteLinesPerSecond) note_sink_(s.stats.endpoint + ": " + text);
+}
+
+void Attacher::note_batch(Source& s) {
+    for (const NameCount& n : batch_.unknown_event_names) {
+        count_name(s.stats.unknown_event_names, n.name, n.count);
+        note(s, "unknown event type " + n.name + " (skipped)", static_cast<uint64_t>(n.count));
+    }
+    for (const NameCount& n : batch_.unknown_field_names) {
+        count_name(s.stats.unknown_field_names, n.name, n.count);
+        note(s, "unknown field " + n.name + " (skipped)", static_cast<uint64_t>(n.count));
+    }
+    for (const NameCount& n : batch_.unknown_media) {
+        count_name(s.stats.unknown_media, n.name, n.count);
+        note(s, "unknown medium " + n.name + " (shown as OTHER)", static_cast<uint64_t>(n.count));
+    }
+    for (const NameCount& n : batch_.malformed_reasons) {
+        count_name(s.stats.malformed_reasons, n.name, n.count);
+        note(s, "malformed event (dropped): " + n.name, static_cast<uint64_t>(n.count));
+    }
+}
+
+void Attacher::read_monitor(Source& s) {
+    std::vector<zmq::message_t> msg;
+    while (receive(*s.monitor, msg)) {
+        // [u16 event, u32 value] (little endian, as zmq_socket_monitor sends it), endpoint.
+        if (msg.empty() || msg[0].size() < 2) continue;
+        const auto* b = static_cast<const uint8_t*>(msg[0].data());
+        if ((b[0] | b[1] << 8) != ZMQ_EVENT_CONNECTED) continue;
+        if (++s.connections > 1) s.new_connection = true;
+    }
 }
 
 void Attacher::take(Source& s, const Frame& payload) {
-    Status decoded = decode_kv_event_batch(payload.data, payload.size, batch_);
+    const size_t first = out_.size();
+    int64_t events = 0;
+    Status decoded =
+        decode_kv_event_batch(payload.data, payload.size, batch_, [&](const KvEvent& ev) {
+            ++events;
+            s.cache.apply(ev, out_);
+        });
     if (!decoded) {
         ++s.stats.malformed_frames;
+        note(s, "malformed frame (dropped): " + decoded.error().message);
         return;
     }
     ++s.stats.batches;
-    s.stats.events += static_cast<int64_t>(batch_.events.size());
+    s.stats.events += events;
     s.stats.unknown_events += batch_.unknown_events;
     s.stats.unknown_fields += batch_.unknown_fields;
     s.stats.malformed_events += batch_.malformed_events;
+    note_batch(s);
     if (batch_.rank >= 0) s.stats.rank = batch_.rank;
-    const size_t first = out_.size();
-    s.cache.apply(batch_, out_);
     stamp_from(first);
     last_taken_ = Clock::now();
     if (first_taken_ == Clock::time_point{}) first_taken_ = last_taken_;
@@ -243,23 +333,47 @@ void Attacher::finish_replay(Source& s) {
     while (!s.pending.empty() && !s.replaying) {
         auto msg = std::move(s.pending.front());
         s.pending.pop_front();
+        for (const auto& m : msg)
+            s.pending_bytes -= std::min(s.pending_bytes, m.size());
         on_live(s, msg);
     }
 }
 
+bool Attacher::refused_for_size(Source& s, const Frame& payload) {
+    if (payload.size <= options_.max_message_bytes) return false;
+    ++s.stats.oversized;
+    lose(s, 1);
+    note(s, "a batch past --max-message-bytes " + std::to_string(options_.max_message_bytes) +
+                " (" + std::to_string(payload.size) + " bytes): refused, its events lost");
+    return true;
+}
+
 void Attacher::on_live(Source& s, std::vector<zmq::message_t>& msg) {
     if (s.replaying) {
+        size_t bytes = 0;
+        for (const auto& m : msg)
+            bytes += m.size();
+        if (s.pending_bytes + bytes > options_.max_pending_bytes) {  // the newest dropped
+            lose(s, 1);
+            note(s, "live batches dropped while a gap was replayed (more than " +
+                        std::to_string(options_.max_pending_bytes >> 20) + " MiB waiting)");
+            return;
+        }
+        s.pending_bytes += bytes;
         s.pending.push_back(std::move(msg));
         return;
     }
     auto frames = frames_of(msg);
     auto published = parse_published(frames);
+    if (published && published->seq == kReplayEndSeq)
+        published = Error{"sequence number 2^64 - 1 is the replay end marker, not a batch's"};
     if (!published) {
         ++s.stats.malformed_frames;
+        note(s, "malformed frame (dropped): " + published.error().message);
         return;
     }
     const uint64_t seq = published->seq;
-    SeqResult r = s.seq.see(seq);
+    SeqResult r = s.seq.see(seq, std::exchange(s.new_connection, false));
     switch (r.verdict) {
         case SeqVerdict::kFirst:
             s.stats.joined_at_seq = seq;
@@ -270,13 +384,18 @@ void Attacher::on_live(Source& s, std::vector<zmq::message_t>& msg) {
             break;
         case SeqVerdict::kStale:
             ++s.stats.stale;
+            note(s, "stale batches (already seen: skipped)");
             return;
         case SeqVerdict::kRestart: {
             ++s.stats.restarts;
+            note(s, "restarted (sequence " + std::to_string(r.previous) + " then " +
+                        std::to_string(seq) + "): what it held before is gone");
             const size_t first = out_.size();
             s.cache.clear(out_, /*evicted=*/false);
             stamp_from(first);
             note_held_changes(s);
+            // The new epoch's first batches went out before this one: replayed or lost.
+            if (seq > 0) open_gap(s, 0, seq);
             break;
         }
         case SeqVerdict::kGap:
@@ -285,9 +404,11 @@ void Attacher::on_live(Source& s, std::vector<zmq::message_t>& msg) {
     }
     if (s.replaying) {  // this batch waits until the gap before it is filled: first in line
         // (it may come from `pending` itself, ahead of the batches still there)
+        s.pending_bytes += published->payload.size;
         s.pending.push_front(std::move(msg));
         return;
     }
+    if (refused_for_size(s, published->payload)) return;
     take(s, published->payload);
 }
 
@@ -308,7 +429,7 @@ void Attacher::on_replay(Source& s, std::vector<zmq::message_t>& msg) {
         lose(s, reply->seq - s.fill_next);
         s.fill_lost = true;
     }
-    take(s, reply->payload);
+    if (!refused_for_size(s, reply->payload)) take(s, reply->payload);
     s.fill_next = reply->seq + 1;
 }
 
@@ -357,6 +478,7 @@ void Attacher::start(Probe* probe, const std::atomic<bool>* stop, double duratio
     duration_s_ = duration_s;
     poll_items_.clear();
     for (const auto& s : sources_) {
+        poll_items_.push_back({s->monitor->handle(), 0, ZMQ_POLLIN, 0});
         poll_items_.push_back({s->sub.handle(), 0, ZMQ_POLLIN, 0});
         if (s->replay) poll_items_.push_back({s->replay->handle(), 0, ZMQ_POLLIN, 0});
     }
@@ -434,6 +556,9 @@ Status Attacher::follow(std::chrono::milliseconds wait, int& steps_ended) {
     std::vector<zmq::message_t> msg;
     size_t item = 0;
     for (const auto& src : sources_) {
+        // Connections first: a reconnection marks the batch that follows it.
+        ++item;
+        read_monitor(*src);
         // A bounded number per socket and turn, so one busy publisher cannot starve others.
         if (poll_items_[item++].revents & ZMQ_POLLIN)
             for (int k = 0; k < 256 && receive(src->sub, msg); ++k)
@@ -475,10 +600,10 @@ void Attacher::drain() {
     for (const auto& s : sources_) {
         // Those the queue held, and those their sequence numbers skip (dropped by the way, as
         // a full queue drops them): all published after the last batch taken.
-        int64_t after = s->drained;
-        if (s->drained_any_seq && s->seq.started() && s->drained_max_seq >= s->seq.expected())
-            after = std::max<int64_t>(
-                after, static_cast<int64_t>(s->drained_max_seq - s->seq.expected() + 1));
+        uint64_t after = static_cast<uint64_t>(s->drained);
+        if (s->drained_any_seq && s->seq.started() && s->drained_max_seq >= s->seq.expected() &&
+            s->drained_max_seq != kReplayEndSeq)
+            after = std::max(after, s->drained_max_seq - s->seq.expected() + 1);
         s->stats.batches_after_end = after;
         s->stats.after_end_cut_short = !s->drained_all;
     }
@@ -523,6 +648,7 @@ std::vector<PublisherStats> Attacher::stats() const {
         st.overflow = c.overflow;
         st.churn = c.churn;
         st.stored_again = c.stored_again;
+        st.groups = s->cache.groups();
         out.push_back(std::move(st));
     }
     return out;

@@ -1,12 +1,26 @@
 #pragma once
-// Writes a KvEventBatch the way each engine does (the inverse of kv_event_decoder.h): what
-// `kvscope publish` sends and the tests' vectors are checked against.
-//   kVllmArray  events as tagged positional arrays, trailing defaults omitted (vLLM before
-//               mid-2026)
-//   kVllmMap    events as tagged maps {"type": ..., field: value}, defaults omitted (vLLM since)
-//   kSglang     tagged arrays, one BlockStored / BlockRemoved per page (block), the batch's
-//               rank as attn_dp_rank
-// Digest hashes are 32 bytes whose first 8 are the 64-bit hash, big endian.
+// Writes a KvEventBatch byte for byte as each publisher's msgspec structs encode it (the inverse
+// of kv_event_decoder.h): what `kvscope publish` sends. Each format follows one release's
+// vllm/distributed/kv_events.py or python/sglang/srt/disaggregation/kv_events.py, as
+// attach/README.md lists them. msgspec writes every field of an array_like struct (its
+// omit_defaults only affects maps), and in a map writes every field that has no default (nil
+// when unset) and those with one only when they differ from it.
+//   kVllm         vLLM >= 0.26 (main): [ts, events, data_parallel_rank], each event a tagged
+//                 map: type, block_hashes, parent_block_hash, token_ids, block_size, lora_id,
+//                 medium, lora_name, then group_idx, kv_cache_spec_kind,
+//                 kv_cache_spec_sliding_window, locality when set
+//   kVllmV09      vLLM 0.9: [ts, events], events as tagged arrays of 6 (BlockStored: hashes,
+//                 parent, token_ids, block_size, lora_id) and 2 (BlockRemoved)
+//   kVllmArray    vLLM 0.10.2 to 0.25: [ts, events, data_parallel_rank], tagged arrays of 12
+//                 (... lora_id, medium, lora_name, extra_keys, group_idx, kv_cache_spec_kind,
+//                 kv_cache_spec_sliding_window) and 4 (BlockRemoved: hashes, medium, group_idx)
+//   kSglang       SGLang since its tagged maps: [ts, events, attn_dp_rank], one BlockStored /
+//                 BlockRemoved per page (block), maps of type, block_hashes,
+//                 parent_block_hash, token_ids, block_size, lora_id, then medium, cache_salt,
+//                 session_id when set
+//   kSglangEagle  the same, token_ids as SGLang's speculative (EAGLE) pages send them: pairs
+//                 (a KvEvent's token_width 2; see eagle_pages in kv_trace.h)
+// Digest hashes (vLLM only) are 32 bytes whose last 8 are the 64-bit hash, big endian.
 
 #include <cstdint>
 #include <string_view>
@@ -16,11 +30,19 @@
 
 namespace kvscope::attach {
 
-enum class WireFormat : uint8_t { kVllmArray, kVllmMap, kSglang };
+enum class WireFormat : uint8_t { kVllm, kVllmV09, kVllmArray, kSglang, kSglangEagle };
 enum class HashEncoding : uint8_t { kInt, kBytes };
+inline constexpr WireFormat kWireFormats[] = {WireFormat::kVllm, WireFormat::kVllmV09,
+                                              WireFormat::kVllmArray, WireFormat::kSglang,
+                                              WireFormat::kSglangEagle};
 
 std::string_view wire_format_name(WireFormat f);
 bool parse_wire_format(std::string_view name, WireFormat& out);
+// Whether the format's publisher can send digest hashes (vLLM's ExternalBlockHash since 0.10.2;
+// vLLM 0.9's and SGLang's are integers).
+bool wire_format_takes_digests(WireFormat f);
+// Whether its replay replies carry the topic frame (vLLM >= 0.26).
+bool wire_format_replies_with_topic(WireFormat f);
 
 void encode_kv_event_batch(const KvEventBatch& batch, WireFormat format, HashEncoding hashes,
                            std::vector<uint8_t>& out);
@@ -34,8 +56,8 @@ class PreEncodedEvents {
   public:
     PreEncodedEvents(const std::vector<KvEvent>& events, WireFormat format, HashEncoding hashes);
     size_t size() const { return events_.size(); }
-    // The batch [ts, events[indices[k]] with every hash ^ salts[k] for k < n, rank] (no rank
-    // when it is negative) into `out`.
+    // The batch [ts, events[indices[k]] with every hash ^ salts[k] for k < n, rank] (rank nil
+    // when it is negative; none in vLLM 0.9's) into `out`.
     void encode_batch(double ts, int32_t rank, const size_t* indices, const uint64_t* salts,
                       size_t n, std::vector<uint8_t>& out) const;
 
@@ -49,6 +71,7 @@ class PreEncodedEvents {
         size_t first_hole = 0, holes = 0;
         size_t wire_events = 0;  // events on the wire (SGLang: one per page)
     };
+    WireFormat format_;
     HashEncoding hashes_;
     std::vector<uint8_t> bytes_;
     std::vector<Hole> holes_;

@@ -98,21 +98,19 @@ int KvPublisher::serve_replay() {
         // [client id, b"", start seq]; anything else is ignored, as vLLM ignores it.
         if (request.size() != 3 || request[1].size() != 0 || request[2].size() != 8) continue;
         const uint64_t start = get_seq(static_cast<const uint8_t*>(request[2].data()));
-        auto send_reply = [&](uint64_t seq, const std::vector<uint8_t>& payload) {
-            uint8_t seq_bytes[8];
-            put_seq(seq, seq_bytes);
+        auto send = [&](const std::vector<std::vector<uint8_t>>& frames) {
             replay_->send(zmq::buffer(request[0].data(), request[0].size()),
                           zmq::send_flags::sndmore);
-            replay_->send(zmq::message_t(), zmq::send_flags::sndmore);
-            if (!options_.replies_without_topic)
-                replay_->send(zmq::buffer(options_.topic), zmq::send_flags::sndmore);
-            replay_->send(zmq::buffer(seq_bytes, 8), zmq::send_flags::sndmore);
-            replay_->send(zmq::buffer(payload), zmq::send_flags::none);
+            for (size_t i = 0; i < frames.size(); ++i)
+                replay_->send(zmq::buffer(frames[i]), i + 1 < frames.size()
+                                                          ? zmq::send_flags::sndmore
+                                                          : zmq::send_flags::none);
         };
+        const bool topic = !options_.replies_without_topic;
         try {
             for (const auto& [seq, payload] : buffer_)
-                if (seq >= start) send_reply(seq, payload);
-            send_reply(kReplayEndSeq, {});
+                if (seq >= start) send(replay_reply_frames(topic, options_.topic, seq, payload));
+            send(replay_end_frames(topic));
         } catch (const zmq::error_t&) {
         }
         ++answered;

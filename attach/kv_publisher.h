@@ -39,6 +39,8 @@ class KvPublisher {
     // Answers the replay requests waiting, without blocking. Returns how many it answered.
     int serve_replay();
     uint64_t next_seq() const { return next_seq_; }
+    // Numbers the next batch `seq` (tests: a publisher whose sequence jumps).
+    void set_next_seq(uint64_t seq) { next_seq_ = seq; }
     // Where the sockets are bound (the port filled in when the endpoint asked for any, "*").
     std::string endpoint() const;
     std::string replay_endpoint() const;

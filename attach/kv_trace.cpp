@@ -18,6 +18,25 @@ uint64_t salt_trace_hash(uint64_t hash, int32_t rank, int64_t loop) {
     return hash ^ trace_salt(rank, loop);
 }
 
+std::vector<KvEvent> eagle_pages(const KvTrace& trace) {
+    std::vector<KvEvent> out = trace.events;
+    for (size_t i = 0; i < out.size(); ++i) {
+        KvEvent& ev = out[i];
+        if (ev.type != KvEventType::kBlockStored || ev.token_width != 1) continue;
+        const std::vector<int32_t> ids = std::move(ev.token_ids);
+        const int32_t next = i < trace.next_tokens.size() ? trace.next_tokens[i] : -1;
+        ev.token_ids.clear();
+        for (size_t t = 0; t < ids.size(); ++t) {
+            const int32_t second = t + 1 < ids.size() ? ids[t + 1] : next;
+            if (second < 0) break;
+            ev.token_ids.push_back(ids[t]);
+            ev.token_ids.push_back(second);
+        }
+        ev.token_width = 2;
+    }
+    return out;
+}
+
 Result<KvTrace> kv_trace_from_session(const std::string& path) {
     auto reader = SessionReader::open(path, false);
     if (!reader) return reader.error();
@@ -42,6 +61,7 @@ Result<KvTrace> kv_trace_from_session(const std::string& path) {
                 const BlockState& b = state.blocks[static_cast<size_t>(e.block)];
                 auto owner = state.requests.find(b.alloc_owner);
                 KvEvent ev;
+                int32_t next_token = -1;
                 ev.type = KvEventType::kBlockStored;
                 ev.block_hashes.push_back(static_cast<uint64_t>(e.wide));
                 ev.block_size = trace.block_size;
@@ -51,6 +71,8 @@ Result<KvTrace> kv_trace_from_session(const std::string& path) {
                     for (size_t t = logical * bs; t < (logical + 1) * bs && t < q.token_ids.size();
                          ++t)
                         ev.token_ids.push_back(q.token_ids[t]);
+                    if ((logical + 1) * bs < q.token_ids.size())
+                        next_token = q.token_ids[(logical + 1) * bs];
                     tokens_copied += ev.token_ids.size();
                     if (tokens_copied > kMaxTraceTokens)
                         return Error{path + ": its blocks come to more than " +
@@ -66,11 +88,13 @@ Result<KvTrace> kv_trace_from_session(const std::string& path) {
                     }
                 }
                 trace.events.push_back(std::move(ev));
+                trace.next_tokens.push_back(next_token);
             } else if (e.kind == EventKind::kBlockEvict) {
                 KvEvent ev;
                 ev.type = KvEventType::kBlockRemoved;
                 ev.block_hashes.push_back(static_cast<uint64_t>(e.wide));
                 trace.events.push_back(std::move(ev));
+                trace.next_tokens.push_back(-1);
             }
             return {};
         });
@@ -81,6 +105,7 @@ Result<KvTrace> kv_trace_from_session(const std::string& path) {
             ev.type = KvEventType::kBlockRemoved;
             ev.block_hashes.push_back(*b.hash);
             trace.events.push_back(std::move(ev));
+            trace.next_tokens.push_back(-1);
         }
     if (trace.events.empty())
         return Error{path +

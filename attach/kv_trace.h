@@ -16,6 +16,9 @@ namespace kvscope::attach {
 
 struct KvTrace {
     std::vector<KvEvent> events;  // one block per BlockStored / BlockRemoved, in run order
+    // Per event: the token that follows a stored block in its request (-1: none, or not a
+    // store), what SGLang's speculative pages pair its last token with.
+    std::vector<int32_t> next_tokens;
     int32_t block_size = 0;
     int64_t steps = 0;
 };
@@ -27,6 +30,11 @@ inline constexpr size_t kMaxTraceTokens = size_t{1} << 26;
 // over and over (with salted hashes, see salt_trace_hash) holds a bounded cache. The session is
 // read one event at a time; a trace past kMaxTraceTokens is refused, saying so.
 Result<KvTrace> kv_trace_from_session(const std::string& path);
+
+// The trace's events as SGLang's speculative (EAGLE) radix cache keys its pages: each position
+// the pair (token, next token), token_width 2. A block whose next token is not known (the
+// request's last) has one pair less.
+std::vector<KvEvent> eagle_pages(const KvTrace& trace);
 
 // The hash a block of loop `loop` on rank `rank` is sent under: the run's own hash for rank 0
 // on the first loop, a distinct one for every other (rank, loop), parents salted alike so the

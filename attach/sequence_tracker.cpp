@@ -2,7 +2,7 @@
 
 namespace kvscope::attach {
 
-SeqResult SequenceTracker::see(uint64_t seq) {
+SeqResult SequenceTracker::see(uint64_t seq, bool new_connection) {
     SeqResult r;
     if (!last_) {
         r.verdict = SeqVerdict::kFirst;
@@ -12,15 +12,17 @@ SeqResult SequenceTracker::see(uint64_t seq) {
     const uint64_t want = *last_ + 1;
     if (seq == want) {
         r.verdict = SeqVerdict::kNext;
-    } else if (seq == 0) {
-        r.verdict = SeqVerdict::kRestart;
-    } else if (seq < want) {
-        r.verdict = SeqVerdict::kStale;
-        return r;  // last_ stays
-    } else {
+    } else if (seq > want) {
         r.verdict = SeqVerdict::kGap;
         r.missing_from = want;
         r.missing = seq - want;
+    } else if (seq == 0 || new_connection || want - seq > window_) {
+        r.verdict = SeqVerdict::kRestart;
+        r.previous = *last_;
+        r.missing = seq;  // [0, seq) of the new epoch
+    } else {
+        r.verdict = SeqVerdict::kStale;
+        return r;  // last_ stays
     }
     last_ = seq;
     return r;

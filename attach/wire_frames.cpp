@@ -16,6 +16,23 @@ uint64_t get_seq(const uint8_t in[8]) {
     return v;
 }
 
+std::vector<std::vector<uint8_t>> replay_reply_frames(bool with_topic, std::string_view topic,
+                                                      uint64_t seq,
+                                                      const std::vector<uint8_t>& payload) {
+    std::vector<std::vector<uint8_t>> frames;
+    frames.emplace_back();
+    if (with_topic) frames.emplace_back(topic.begin(), topic.end());
+    frames.emplace_back(8);
+    put_seq(seq, frames.back().data());
+    frames.push_back(payload);
+    return frames;
+}
+
+std::vector<std::vector<uint8_t>> replay_end_frames(bool with_topic) {
+    // vLLM >= 0.26 sends an empty topic frame with its end marker, not the topic.
+    return replay_reply_frames(with_topic, {}, kReplayEndSeq, {});
+}
+
 namespace {
 Result<uint64_t> seq_frame(const Frame& f) {
     if (f.size != 8) return Error{"sequence frame has " + std::to_string(f.size) + " bytes, not 8"};

@@ -1,7 +1,8 @@
 // An attached publisher's messages on arbitrary bytes: split into frames (the first bytes say
 // how), parsed as a published message and as a replay reply, the payload decoded as an event
-// batch and applied to a publisher's cache and a Timeline. Seeds (fuzz/corpus/kv_frames) are
-// the checked-in test vectors (tests/data/kv_events) behind a three-frame header.
+// batch (collected, and one event at a time) and applied to a publisher's cache and a
+// Timeline. Seeds (fuzz/corpus/kv_frames) are the checked-in test vectors (tests/data/kv_events)
+// behind a three-frame header.
 #include <cstdint>
 #include <vector>
 
@@ -33,11 +34,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     TimelineState state(info);
     AttachedCache cache(0, 0, 64);
     std::vector<Event> events;
+    // Both ways the decoder hands events on: collected (tests, tools) and one at a time into
+    // the cache (the attacher), each event's payload then read back by the Timeline.
     auto apply = [&](const Frame& payload) {
-        if (!decode_kv_event_batch(payload.data, payload.size, batch).ok()) return;
-        cache.apply(batch, events);
+        if (decode_kv_event_batch(payload.data, payload.size, batch).ok())
+            cache.apply(batch, events);
+        (void)decode_kv_event_batch(payload.data, payload.size, batch,
+                                    [&](const KvEvent& ev) { cache.apply(ev, events); });
         for (const Event& e : events)
             state.apply(e);
+        events.clear();
     };
     if (auto p = parse_published(frames); p.ok()) apply(p->payload);
     if (auto r = parse_replay_reply(frames); r.ok() && !r->end) apply(r->payload);

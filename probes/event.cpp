@@ -200,34 +200,75 @@ HbmBytes hbm_bytes_within(const std::vector<Event>& events, int64_t from_ns, int
 
 void encode_stored_block(const StoredBlock& block, std::vector<uint8_t>& out) {
     encode_stored_block(block.has_parent, block.parent, block.tokens.data(), block.tokens.size(),
-                        out);
+                        out, &block);
 }
 
 void encode_stored_block(bool has_parent, uint64_t parent, const int32_t* tokens, size_t n_tokens,
-                         std::vector<uint8_t>& out) {
+                         std::vector<uint8_t>& out, const StoredBlock* more) {
     out.clear();
+    const bool pairs = more && more->token_pairs;
+    const bool group = more && more->group >= 0;
+    const size_t kind = group ? std::min(more->group_kind.size(), kMaxGroupKindBytes) : 0;
+    const bool digest =
+        more && more->digest.size() >= kMinDigestBytes && more->digest.size() <= kMaxDigestBytes;
     // The most it can take, at once: an attach encodes one per block stored, and growing the
     // vector a byte at a time cost more allocations than the rest of the store.
-    out.reserve(1 + 8 + 10 + n_tokens * 5);
-    out.push_back(has_parent ? 1 : 0);
+    out.reserve(1 + 8 + 10 + n_tokens * 5 + (group ? 20 + kind : 0) +
+                (digest ? 1 + more->digest.size() : 0));
+    out.push_back(static_cast<uint8_t>((has_parent ? 1 : 0) | (pairs ? 2 : 0) | (group ? 4 : 0) |
+                                       (digest ? 8 : 0)));
     if (has_parent) varint::put_bytes(out, &parent, 8);
     varint::put(out, n_tokens);
     for (size_t i = 0; i < n_tokens; ++i)
         varint::put_signed(out, tokens[i]);
+    if (group) {
+        varint::put(out, static_cast<uint64_t>(more->group));
+        varint::put(out, kind);
+        varint::put_bytes(out, more->group_kind.data(), kind);
+        varint::put(out, static_cast<uint64_t>(std::max(more->sliding_window, -1) + 1));
+    }
+    if (digest) {
+        varint::put(out, more->digest.size());
+        varint::put_bytes(out, more->digest.data(), more->digest.size());
+    }
 }
 
 bool decode_stored_block(const std::vector<uint8_t>& payload, StoredBlock& out) {
-    varint::Reader r{payload.data(), payload.data() + payload.size()};
+    return decode_stored_block(payload.data(), payload.size(), out);
+}
+
+bool decode_stored_block(const uint8_t* data, size_t size, StoredBlock& out) {
+    varint::Reader r{data, data + size};
     StoredBlock b;
     uint8_t flags = 0;
-    if (!r.bytes(&flags, 1) || flags > 1) return false;
-    b.has_parent = flags == 1;
+    if (!r.bytes(&flags, 1) || flags > 15) return false;
+    b.has_parent = flags & 1;
+    b.token_pairs = flags & 2;
     if (b.has_parent && !r.bytes(&b.parent, 8)) return false;
     size_t n = 0;
-    if (!r.get_count(n) || n > kMaxStoredBlockTokens) return false;
+    if (!r.get_count(n) || n > kMaxStoredBlockTokens * (b.token_pairs ? 2 : 1)) return false;
+    if (b.token_pairs && n % 2 != 0) return false;
     b.tokens.resize(n);
     for (int32_t& t : b.tokens)
         if (!r.get_i32(t)) return false;
+    if (flags & 4) {
+        uint64_t group = 0, window = 0;
+        size_t kind = 0;
+        if (!r.get(group) || group > INT32_MAX || !r.get_count(kind) || kind > kMaxGroupKindBytes)
+            return false;
+        b.group = static_cast<int32_t>(group);
+        b.group_kind.resize(kind);
+        if (!r.bytes(b.group_kind.data(), kind) || !r.get(window) ||
+            window > uint64_t{INT32_MAX} + 1)
+            return false;
+        b.sliding_window = static_cast<int32_t>(static_cast<int64_t>(window) - 1);
+    }
+    if (flags & 8) {
+        size_t len = 0;
+        if (!r.get_count(len) || len < kMinDigestBytes || len > kMaxDigestBytes) return false;
+        b.digest.resize(len);
+        if (!r.bytes(b.digest.data(), len)) return false;
+    }
     out = std::move(b);
     return true;
 }

@@ -172,21 +172,40 @@ void encode_hbm_bytes(const HbmBytes& bytes, std::vector<uint8_t>& out);
 // Leaves `out` untouched when it returns false.
 bool decode_hbm_bytes(const std::vector<uint8_t>& payload, HbmBytes& out);
 
-// A kv_stored event's payload: the block's parent in its prefix chain and the tokens it holds.
-// Stored layout: u8 flags (bit 0: has a parent), [parent hash, 8 bytes little endian], varint
-// token count, zigzag varint token ids. At most kMaxStoredBlockTokens tokens.
+// A kv_stored event's payload: the block's parent in its prefix chain, the tokens it holds, and
+// what else the deployment said of it. Stored layout: u8 flags (bit 0: has a parent, bit 1: the
+// tokens are pairs, bit 2: a cache group follows, bit 3: a digest follows), [parent hash, 8
+// bytes little endian], varint token count, zigzag varint token ids, [varint group, varint
+// length + the group's kind (at most kMaxGroupKindBytes), varint sliding window + 1], [varint
+// length + the digest (kMinDigestBytes..kMaxDigestBytes)]. At most kMaxStoredBlockTokens tokens.
+//   token pairs  SGLang's speculative (EAGLE) pages key each position by (token, next token):
+//                `tokens` holds them flattened, two ids a position, as the publisher sent them
+//   group        vLLM's hybrid KV cache manager: the block's cache group (full attention,
+//                sliding window...), which is part of its identity
+//   digest       the hash as the publisher sent it when it came as bytes (the 64-bit key is its
+//                last 8 bytes, as vLLM's integer form)
 struct StoredBlock {
     bool has_parent = false;
     uint64_t parent = 0;
     std::vector<int32_t> tokens;
+    bool token_pairs = false;
+    int32_t group = -1;  // -1: none said
+    std::string group_kind;
+    int32_t sliding_window = -1;  // -1: none said
+    std::vector<uint8_t> digest;
+    bool operator==(const StoredBlock&) const = default;
 };
 constexpr size_t kMaxStoredBlockTokens = 65536;
+constexpr size_t kMaxGroupKindBytes = 64;
+constexpr size_t kMinDigestBytes = 8, kMaxDigestBytes = 64;
 void encode_stored_block(const StoredBlock& block, std::vector<uint8_t>& out);
-// The same from its parts, for a caller that has the tokens in place (no StoredBlock to fill).
+// The same from its parts, for a caller that has the tokens in place (no StoredBlock to fill):
+// `more` gives the rest (its tokens and parent are not read; null: none of it).
 void encode_stored_block(bool has_parent, uint64_t parent, const int32_t* tokens, size_t n_tokens,
-                         std::vector<uint8_t>& out);
+                         std::vector<uint8_t>& out, const StoredBlock* more = nullptr);
 // Refuses (false, `out` untouched) truncated input, a bad flag and absurd counts.
 bool decode_stored_block(const std::vector<uint8_t>& payload, StoredBlock& out);
+bool decode_stored_block(const uint8_t* data, size_t size, StoredBlock& out);
 
 struct Event {
     EventKind kind = EventKind::kMetric;

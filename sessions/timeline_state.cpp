@@ -172,12 +172,7 @@ void TimelineState::apply(const Event& e, const SharedText& text) {
             AttachedBlock& a = attached[static_cast<size_t>(e.block)];
             a = AttachedBlock{};
             a.medium = static_cast<KvMedium>(std::clamp(e.b, 0, kNumKvMedia - 1));
-            StoredBlock stored;
-            if (decode_stored_block(e.payload, stored)) {
-                a.has_parent = stored.has_parent;
-                a.parent = stored.parent;
-                a.tokens = std::move(stored.tokens);
-            }
+            decode_stored_block(e.payload, a);  // leaves it as it was when the payload is bad
             break;
         }
         case EventKind::kKvRemoved: {
@@ -217,10 +212,11 @@ namespace {
 //   metrics: count, then name id, f64 LE
 // Interning the texts keeps a keyframe of a long run small: a token costs about three bytes.
 constexpr char kKeyframeMagic[4] = {'K', 'V', 'K', 'F'};
-//   attached blocks held (version 4): count, then per block: index delta, u8 medium,
-//     u8 has_parent, [u64 parent LE], token count, tokens
-// 3 added each block's lane_holes, 4 the attached blocks; versions 2 and 3 still load.
-constexpr uint8_t kKeyframeVersion = 4;
+//   attached blocks held (version 5): count, then per block: index delta, u8 medium, the
+//     block's kv_stored payload (varint length, bytes: probes/event.h StoredBlock)
+// 3 added each block's lane_holes, 4 the attached blocks (u8 has_parent, [u64 parent LE],
+// token count, tokens, where 5 has the payload); versions 2 to 4 still load.
+constexpr uint8_t kKeyframeVersion = 5;
 
 struct StringTable {
     std::unordered_map<std::string, uint32_t> ids;
@@ -289,17 +285,16 @@ std::vector<uint8_t> TimelineState::serialize() const {
         held += blocks[i].refcount > 0;
     put(body, held);
     prev = -1;
+    std::vector<uint8_t> payload;
     for (size_t i = 0; i < attached.size(); ++i) {
         if (blocks[i].refcount == 0) continue;
         const AttachedBlock& a = attached[i];
         put(body, static_cast<uint64_t>(static_cast<int64_t>(i) - prev));
         prev = static_cast<int64_t>(i);
         body.push_back(static_cast<uint8_t>(a.medium));
-        body.push_back(a.has_parent ? 1 : 0);
-        if (a.has_parent) put_bytes(body, &a.parent, 8);
-        put(body, a.tokens.size());
-        for (int32_t t : a.tokens)
-            put_signed(body, t);
+        encode_stored_block(a, payload);
+        put(body, payload.size());
+        put_bytes(body, payload.data(), payload.size());
     }
     std::vector<uint8_t> out(std::begin(kKeyframeMagic), std::end(kKeyframeMagic));
     out.push_back(kKeyframeVersion);
@@ -442,11 +437,20 @@ std::optional<TimelineState> TimelineState::deserialize(const std::vector<uint8_
             if (index >= static_cast<int64_t>(s.attached.size()))
                 return fail("block index out of range");
             AttachedBlock& a = s.attached[static_cast<size_t>(index)];
-            uint8_t medium = 0, has_parent = 0;
+            uint8_t medium = 0;
             in.bytes(&medium, 1);
-            in.bytes(&has_parent, 1);
-            if (medium >= kNumKvMedia || has_parent > 1) return fail("bad attached block");
+            if (medium >= kNumKvMedia) return fail("bad attached block");
             a.medium = static_cast<KvMedium>(medium);
+            if (version >= 5) {
+                size_t n = 0;
+                if (!in.get_count(n) || !decode_stored_block(in.p, n, a))
+                    return fail("bad attached block");
+                in.p += n;
+                continue;
+            }
+            uint8_t has_parent = 0;
+            in.bytes(&has_parent, 1);
+            if (has_parent > 1) return fail("bad attached block");
             a.has_parent = has_parent == 1;
             if (a.has_parent) in.bytes(&a.parent, 8);
             size_t n = 0;

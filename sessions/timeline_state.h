@@ -70,12 +70,10 @@ struct BlockState {
 };
 
 // What an attached deployment said about a block it stored (kv_stored), beside its BlockState
-// (refcount = references, hash = its hash truncated to 64 bits).
-struct AttachedBlock {
+// (refcount = references, hash = its hash truncated to 64 bits): the kv_stored payload (parent,
+// tokens, token pairs, cache group, digest) and the medium.
+struct AttachedBlock : StoredBlock {
     KvMedium medium = KvMedium::kGpu;
-    bool has_parent = false;
-    uint64_t parent = 0;
-    std::vector<int32_t> tokens;
     bool operator==(const AttachedBlock&) const = default;
 };
 

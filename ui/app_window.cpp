@@ -344,6 +344,10 @@ std::string window_report(UiContext& ctx, int w, int h) {
       << ",\n \"message\": " << quoted(ctx.view.message)
       << ",\n \"finished\": " << (ctx.controller && ctx.controller->finished() ? "true" : "false")
       << ",\n \"progress\": " << quoted(ctx.controller ? ctx.controller->progress() : "");
+    j << ",\n \"controls_notes\": [";
+    for (size_t i = 0; i < ctx.drawn_controls_notes.size(); ++i)
+        j << (i ? ", " : "") << quoted(ctx.drawn_controls_notes[i]);
+    j << "]";
     for (int side = 0; side < 2; ++side) {
         const auto& hm = ctx.drawn_heatmap[side];
         j << ",\n \"" << (side == 0 ? "heatmap" : "heatmap_right") << "\": {\"x\": " << hm.x
@@ -382,6 +386,14 @@ std::string window_report(UiContext& ctx, int w, int h) {
       << ", \"search_blocks\": " << ints(dep.search_blocks)
       << ", \"search_blocks_per_publisher\": " << ints(dep.search_blocks_per_publisher)
       << ", \"hovered_block\": " << dep.hovered_block << ", \"tooltip\": " << quoted(dep.tooltip)
+      << ", \"maps\": [" <<
+        [&] {
+            std::string m;
+            for (size_t i = 0; i < dep.maps.size(); ++i)
+                m += (i ? ", " : "") + quoted(dep.maps[i]);
+            return m;
+        }()
+      << "]"
       << "}";
     j << ",\n \"eviction_log\": {\"rows\": " << ctx.drawn_log_rows
       << ", \"token_evictions\": " << ctx.drawn_log_token_evictions

@@ -68,6 +68,9 @@ class Controller {
     // One line on how a source that runs on its own is doing ("" when there is nothing to
     // add): an attached deployment's events, gaps and losses so far.
     virtual std::string progress() const { return {}; }
+    // Lines on what the source sent that could not be taken in as sent, one per kind (an
+    // attached publisher's malformed events, unknown fields, restarts...), with counts.
+    virtual std::vector<std::string> notes() const { return {}; }
 };
 
 }  // namespace kvscope

@@ -30,6 +30,15 @@ void draw_controls_panel(UiContext& ctx) {
         text_disabled_wrapped(c.finished() ? "Close the window for the summary."
                                            : "Close the window to end the attach and print "
                                              "its summary.");
+        // What the publishers sent that could not be taken in as sent, once per kind.
+        const std::vector<std::string> notes = c.notes();
+        ctx.drawn_controls_notes = notes;
+        if (!notes.empty()) {
+            ImGui::Separator();
+            ImGui::TextUnformatted("Notes (also on stderr and in the summary):");
+            for (const std::string& n : notes)
+                ImGui::TextWrapped("%s", n.c_str());
+        }
     } else if (ctx.controller) {
         Controller& c = *ctx.controller;
         if (ImGui::Button(v.playing ? "Pause [Space]" : "Play [Space]")) v.playing = !v.playing;

@@ -1,7 +1,9 @@
 // Deployment: an attached session's publishers (ranks), each a block map of the blocks it holds
 // with every prefix chain laid out together (largest tree first, each depth-first), coloured by
 // where the block is kept (GPU, CPU, storage...), and a search box that finds blocks by hash or
-// by token ids and marks them in the maps. The trees come from UiContext::attached_index(),
+// by token ids and marks them in the maps. A rank whose blocks are in several cache groups
+// (vLLM's hybrid cache: full attention, sliding window) gets a map per group, so the groups'
+// copies of one prefix are drawn apart. The trees come from UiContext::attached_index(),
 // built once per state shown; a map is one texture per publisher, so cost follows the screen.
 #include <imgui.h>
 
@@ -54,6 +56,19 @@ std::string ids_text(const std::vector<int32_t>& tokens, size_t limit) {
     return s;
 }
 
+// "group 1 (sliding_window, window 128)".
+std::string group_text(const StoredBlock& b) {
+    std::string t = "group " + std::to_string(b.group);
+    if (!b.group_kind.empty() || b.sliding_window >= 0) {
+        t += " (" + b.group_kind;
+        if (b.sliding_window >= 0)
+            t += std::string(b.group_kind.empty() ? "" : ", ") + "window " +
+                 std::to_string(b.sliding_window);
+        t += ")";
+    }
+    return t;
+}
+
 // The hovered block's tooltip, as lines (also what `dump` reports).
 std::vector<std::string> tooltip_lines(const TimelineState& s, const AttachedIndex& x, int32_t b) {
     std::vector<std::string> lines;
@@ -68,6 +83,16 @@ std::vector<std::string> tooltip_lines(const TimelineState& s, const AttachedInd
         return lines;
     }
     lines.push_back("hash " + hash_hex(*st.hash));
+    if (!a.digest.empty()) {  // sent as bytes: the key is their last 8, as vLLM's int form
+        std::string hex;
+        for (uint8_t c : a.digest) {
+            char two[3];
+            std::snprintf(two, sizeof two, "%02x", c);
+            hex += two;
+        }
+        lines.push_back("digest " + hex);
+    }
+    if (a.group >= 0) lines.push_back("cache " + group_text(a));
     if (a.has_parent)
         lines.push_back("parent " + hash_hex(a.parent) +
                         (x.find(a.parent) >= 0 ? "" : " (not held: this block starts a tree)"));
@@ -93,7 +118,15 @@ std::vector<std::string> tooltip_lines(const TimelineState& s, const AttachedInd
         if (!others.empty()) lines.push_back("also held by " + others);
     }
     // The session has no tokenizer for an attached deployment: ids only.
-    lines.push_back(std::to_string(a.tokens.size()) + " token ids: " + ids_text(a.tokens, 64));
+    if (a.token_pairs) {  // SGLang's speculative pages: (token, next token) a position
+        std::string pairs;
+        for (size_t i = 0; i + 1 < a.tokens.size() && i < 64; i += 2)
+            pairs += (i ? " " : "") + std::string("(") + std::to_string(a.tokens[i]) + "," +
+                     std::to_string(a.tokens[i + 1]) + ")";
+        lines.push_back(std::to_string(a.tokens.size() / 2) + " token pairs: " + pairs);
+    } else {
+        lines.push_back(std::to_string(a.tokens.size()) + " token ids: " + ids_text(a.tokens, 64));
+    }
     return lines;
 }
 }  // namespace
@@ -187,18 +220,47 @@ void draw_deployment_panel(UiContext& ctx) {
         if (ctx.view.selected_tree >= 0) swatch(kFreeColor, "picked tree", true);
     }
 
-    // One map per publisher.
+    // One map per publisher, or per publisher and cache group when it holds several groups.
+    struct Map {
+        int32_t publisher, group;
+        bool split;
+        std::vector<int32_t> cells;
+    };
+    std::vector<Map> maps;
+    for (int32_t p = 0; p < publishers; ++p) {
+        std::vector<int32_t> cells = cells_of(x, x.publishers[static_cast<size_t>(p)]);
+        std::vector<int32_t> groups;
+        for (int32_t b : cells)
+            if (b >= 0) {
+                const int32_t g = s->attached[static_cast<size_t>(b)].group;
+                if (std::find(groups.begin(), groups.end(), g) == groups.end()) groups.push_back(g);
+            }
+        std::sort(groups.begin(), groups.end());
+        if (groups.size() <= 1) {
+            maps.push_back({p, groups.empty() ? -1 : groups[0], false, std::move(cells)});
+            continue;
+        }
+        for (int32_t g : groups) {
+            Map& m = maps.emplace_back(Map{p, g, true, {}});
+            for (int32_t b : cells) {
+                if (b >= 0 && s->attached[static_cast<size_t>(b)].group != g) continue;
+                if (b < 0 && (m.cells.empty() || m.cells.back() < 0)) continue;
+                m.cells.push_back(b);
+            }
+        }
+    }
     static std::vector<std::unique_ptr<Texture>> textures;
     static std::vector<uint32_t> pixels;
-    while (textures.size() < static_cast<size_t>(publishers))
+    while (textures.size() < maps.size())
         textures.push_back(std::make_unique<Texture>());
     const float line = ImGui::GetTextLineHeightWithSpacing();
     const float avail_h = ImGui::GetContentRegionAvail().y;
-    const float map_h =
-        std::max(3.0f * line, avail_h / static_cast<float>(std::max(publishers, 1)) - 1.6f * line);
+    const float map_h = std::max(
+        3.0f * line, avail_h / static_cast<float>(std::max<size_t>(maps.size(), 1)) - 1.6f * line);
     int hovered = -1;
     const int scripted = ctx.scripted.hover_block;
-    for (int32_t p = 0; p < publishers; ++p) {
+    for (size_t mi = 0; mi < maps.size(); ++mi) {
+        const int32_t p = maps[mi].publisher;
         const PublisherHeld& h = x.publishers[static_cast<size_t>(p)];
         std::string media;
         for (int m = 0; m < kNumKvMedia; ++m)
@@ -206,11 +268,25 @@ void draw_deployment_panel(UiContext& ctx) {
                 media += std::string(media.empty() ? "" : ", ") +
                          std::string(kv_medium_name(static_cast<KvMedium>(m))) + " " +
                          std::to_string(c);
-        ImGui::TextWrapped("rank %d  %s  held %d of %d%s%s%s", p,
-                           info.publishers[static_cast<size_t>(p)].c_str(), h.held,
-                           info.blocks_per_publisher(), media.empty() ? "" : " (", media.c_str(),
-                           media.empty() ? "" : ")");
-        std::vector<int32_t> cells = cells_of(x, h);
+        std::vector<int32_t>& cells = maps[mi].cells;
+        std::string label =
+            "rank " + std::to_string(p) + "  " + info.publishers[static_cast<size_t>(p)] +
+            "  held " + std::to_string(h.held) + " of " +
+            std::to_string(info.blocks_per_publisher()) + (media.empty() ? "" : " (" + media + ")");
+        if (maps[mi].split) {  // this group's blocks only
+            int32_t n = 0;
+            for (int32_t b : cells)
+                n += b >= 0;
+            for (int32_t b : cells)
+                if (b >= 0) {
+                    label = "rank " + std::to_string(p) + "  " +
+                            group_text(s->attached[static_cast<size_t>(b)]) + ": " +
+                            std::to_string(n) + " blocks";
+                    break;
+                }
+        }
+        drawn.maps.push_back(label);
+        ImGui::TextWrapped("%s", label.c_str());
         const int n = std::max(1, static_cast<int>(cells.size()));
         ImVec2 avail(ImGui::GetContentRegionAvail().x, map_h);
         avail.x = std::max(avail.x, 40.0f);
@@ -233,11 +309,11 @@ void draw_deployment_panel(UiContext& ctx) {
             if (searching && !marked[static_cast<size_t>(b)]) c = shade(c, 0.0f);
             pixels[i] = c;
         }
-        Texture& texture = *textures[static_cast<size_t>(p)];
+        Texture& texture = *textures[mi];
         texture.upload(cols, rows, pixels);
         ImVec2 origin = ImGui::GetCursorScreenPos();
         ImVec2 size(cell * static_cast<float>(cols), cell * static_cast<float>(rows));
-        ImGui::PushID(p);
+        ImGui::PushID(static_cast<int>(mi));
         ImGui::InvisibleButton("##map", ImVec2(std::max(size.x, 1.0f), std::max(size.y, 1.0f)));
         ImGui::PopID();
         ImDrawList* dl = ImGui::GetWindowDrawList();

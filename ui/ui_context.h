@@ -113,6 +113,8 @@ class UiContext {
     std::string run_status();
     // The texts as last drawn (the --script `dump` command reports them).
     std::string drawn_status_bar, drawn_controls_status;
+    // The attached publishers' notes the Controls panel listed (dump's controls_notes).
+    std::vector<std::string> drawn_controls_notes;
     // Where the heatmap was last drawn, in window pixels (the `dump` command reports it): the
     // map's square, the policy's strip above it (strip_h 0 without one), and the keys shown.
     struct HeatmapGeometry {
@@ -174,6 +176,9 @@ class UiContext {
         std::vector<int32_t> search_blocks_per_publisher;  // per publisher
         int32_t hovered_block = -1;
         std::string tooltip;  // the hovered block's tooltip, one line per row
+        // One map per publisher, or per publisher and cache group where it holds blocks of
+        // several (vLLM's hybrid cache: full attention apart from sliding window): their labels.
+        std::vector<std::string> maps;
     } drawn_deployment;
 
     // The step summary at `side`'s cursor, or null when that step has no row (an idle gap).

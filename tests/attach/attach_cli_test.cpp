@@ -2,11 +2,15 @@
 // from real sockets, and one-line refusals of bad input (exit 2 usage, 1 failure).
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <future>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <thread>
 #include <unordered_map>
 
+#include "attach/kv_publisher.h"
 #include "attach/kv_trace.h"
 #include "sessions/session_reader.h"
 #include "test_support.h"
@@ -124,10 +128,11 @@ TEST(AttachCli, RecordsWhatPublishSendsAndSummarizesIt) {
     // publish waits 2 s for subscribers, sends for about 0.4 s, then answers replay requests for
     // 2 s more; attach ends at 3 s and asks for anything after the last batch it saw (a
     // withheld last batch is found that way).
-    int pub = start_command({kvscope_binary(), "publish", "--endpoint", ep(0), "--replay", ep(2),
-                             "--ranks",        "2",       "--events",   "800", "--batch",  "8",
-                             "--rate",         "2000",    "--gaps",     "0.1", "--format", "sglang",
-                             "--hash",         "bytes",   "--wait-ms",  "2000"});
+    int pub =
+        start_command({kvscope_binary(), "publish", "--endpoint", ep(0), "--replay", ep(2),
+                       "--ranks",        "2",       "--events",   "800", "--batch",  "8",
+                       "--rate",         "2000",    "--gaps",     "0.1", "--format", "vllm-array",
+                       "--hash",         "bytes",   "--wait-ms",  "2000"});
     int attach = start_command({kvscope_binary(), "attach", ep(0), ep(1), "--replay", ep(2), ep(3),
                                 "--duration", "3", "--record", dir + "/a.kvs", "--summary-json",
                                 dir + "/a.json"});
@@ -194,6 +199,46 @@ TEST(AttachCli, SummaryCountsChurnAndHashReuseAsTheTrafficImplies) {
     EXPECT_EQ(j["hashes_shared_peak"].get<int64_t>(), shared_peak);
 }
 
+// What a publisher sent that attach could not take in as sent: each kind said once on stderr
+// as it happens however often it comes, then listed under the table with its count, and in
+// the summary by name (the malformed column counts the dropped events too).
+TEST(AttachCli, NotesAreSaidOnceEachAndListedInTheTableAndSummary) {
+    std::string dir = temp_dir();
+    zmq::context_t ctx;
+    attach::PublisherOptions po;
+    po.endpoint = "tcp://127.0.0.1:*";
+    auto pub = attach::KvPublisher::create(ctx, po);
+    ASSERT_TRUE(pub.ok()) << pub.error().message;
+    auto attach = std::async(std::launch::async, [&] {
+        return run_command({kvscope_binary(), "attach", (*pub)->endpoint(), "--duration", "3",
+                            "--summary-json", dir + "/n.json"});
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    auto path = source_file("tests/data/kv_events/mixed_notes.msgpack");
+    ASSERT_TRUE(path.has_value());
+    const std::string bytes = read_file(*path);
+    for (int i = 0; i < 3; ++i)
+        ASSERT_TRUE((*pub)->publish({bytes.begin(), bytes.end()}).ok());
+    const CommandResult r = attach.get();
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    for (const std::string note : {"unknown field BlockStored.new_field", "unknown medium FS",
+                                   "malformed event (dropped): BlockStored: a token id is negative",
+                                   "unknown event type BlockPinned"}) {
+        const size_t first = r.err.find(note);
+        EXPECT_NE(first, std::string::npos) << note << " not said: " << r.err;
+        EXPECT_EQ(r.err.find(note, first + 1), std::string::npos) << note << " said twice";
+        EXPECT_NE(r.out.find(note), std::string::npos) << note << " not listed: " << r.out;
+    }
+    EXPECT_NE(r.out.find("token id is negative (3)"), std::string::npos) << r.out;
+    auto j = nlohmann::json::parse(read_file(dir + "/n.json"))["ranks"][0];
+    EXPECT_EQ(j["unknown_field_names"]["BlockStored.new_field"], 3) << j.dump();
+    EXPECT_EQ(j["unknown_media"]["FS"], 3) << j.dump();
+    EXPECT_EQ(j["unknown_event_types"]["BlockPinned"], 3) << j.dump();
+    EXPECT_EQ(j["malformed_reasons"]["BlockStored: a token id is negative"], 3) << j.dump();
+    EXPECT_EQ(j["malformed_events"], 3);
+    EXPECT_EQ(j["blocks_cached"], 1);
+}
+
 TEST(AttachCli, BadInputIsRefusedInOneLine) {
     std::string dir = temp_dir();
     expect_one_line(run_command({kvscope_binary(), "attach"}), 2, "endpoints");
@@ -217,6 +262,10 @@ TEST(AttachCli, BadInputIsRefusedInOneLine) {
     expect_one_line(run_command({kvscope_binary(), "publish", "--endpoint", "tcp://127.0.0.1:1",
                                  "--format", "json"}),
                     2, "--format");
+    // SGLang's hashes are integers: no digests to send.
+    expect_one_line(run_command({kvscope_binary(), "publish", "--endpoint", "tcp://127.0.0.1:1",
+                                 "--format", "sglang", "--hash", "bytes"}),
+                    2, "integer hashes");
 }
 
 // ZeroMQ keeps a port in 16 bits: 70000 was taken as 4464 without a word. Every tcp:// port

@@ -38,11 +38,13 @@ nlohmann::json to_json(const KvEventBatch& b) {
         }
         j["hashes"] = e.block_hashes;
         j["medium"] = kv_medium_name(e.medium);
+        j["group"] = e.group_idx;
         if (e.type == KvEventType::kBlockStored) {
             j["parent"] = e.has_parent ? nlohmann::json(e.parent_hash) : nlohmann::json(nullptr);
             j["tokens"] = e.token_ids;
             j["block_size"] = e.block_size;
             j["lora_id"] = e.lora_id;
+            j["token_width"] = e.token_width;
         }
         events.push_back(j);
     }
@@ -88,6 +90,50 @@ TEST(KvEventDecoder, DigestHashesAreFlagged) {
     EXPECT_FALSE(batch.digest_hashes);
 }
 
+// What is read beyond the blocks: a malformed event's reason, vLLM's cache group, kind,
+// window and locality, SGLang's metadata and token pairs; a digest keyed by its last 8 bytes.
+TEST(KvEventDecoder, ReasonsGroupsMetadataAndPairsAreKept) {
+    KvEventBatch batch;
+    auto decode = [&](const std::string& name) {
+        auto payload = bytes(test::read_file(vector_dir() + name + ".msgpack"));
+        Status s = decode_kv_event_batch(payload.data(), payload.size(), batch);
+        ASSERT_TRUE(s.ok()) << s.error().message;
+    };
+    decode("out_of_domain");
+    std::vector<std::string> reasons;
+    for (const NameCount& n : batch.malformed_reasons)
+        reasons.push_back(n.name);
+    EXPECT_EQ(
+        reasons,
+        (std::vector<std::string>{
+            "BlockStored: a token id is negative", "BlockStored: block_size is negative",
+            "BlockStored: a digest hash is shorter than 8 bytes",
+            "BlockRemoved: group_idx is negative", "BlockStored: token_ids mixes pairs and ids"}));
+    decode("vllm_main_map");
+    ASSERT_EQ(batch.events.size(), 2u);
+    const KvEvent& st = batch.events[0];
+    EXPECT_EQ(st.group_idx, 1);
+    EXPECT_EQ(st.group_kind, "sliding_window");
+    EXPECT_EQ(st.sliding_window, 128);
+    EXPECT_EQ(st.locality, "LOCAL");
+    EXPECT_EQ(batch.unknown_fields, 0);
+    decode("sglang_eagle_pages");
+    ASSERT_EQ(batch.events.size(), 2u);
+    EXPECT_EQ(batch.events[0].token_width, 2);
+    EXPECT_EQ(batch.events[0].token_ids.size(), 32u);
+    EXPECT_EQ(batch.events[0].cache_salt, "s");
+    EXPECT_EQ(batch.events[0].session_id, "x");
+    EXPECT_EQ(batch.events[1].medium, KvMedium::kCpuPinned);
+    decode("vllm_array_bytes");
+    const KvEvent& d = batch.events.at(0);
+    ASSERT_EQ(d.digest_size, 32u);
+    ASSERT_EQ(d.digests.size(), 64u);
+    uint64_t tail = 0;  // vLLM's int form: int.from_bytes(digest, "big") & (2**64 - 1)
+    for (size_t i = 24; i < 32; ++i)
+        tail = tail << 8 | d.digests[i];
+    EXPECT_EQ(d.block_hashes[0], tail);
+}
+
 TEST(KvEventDecoder, EveryPrefixOfAVectorIsRefusedNotMisread) {
     auto payload = bytes(test::read_file(vector_dir() + "vllm_map_int.msgpack"));
     KvEventBatch batch;
@@ -118,8 +164,9 @@ TEST(KvEventEncoder, EveryVariantRoundTrips) {
     KvEvent c;
     c.type = KvEventType::kAllBlocksCleared;
     in.events.push_back(c);
-    for (WireFormat f : {WireFormat::kVllmArray, WireFormat::kVllmMap, WireFormat::kSglang})
+    for (WireFormat f : kWireFormats)
         for (HashEncoding h : {HashEncoding::kInt, HashEncoding::kBytes}) {
+            if (h == HashEncoding::kBytes && !wire_format_takes_digests(f)) continue;
             SCOPED_TRACE(std::string(wire_format_name(f)) +
                          (h == HashEncoding::kInt ? " int" : " bytes"));
             std::vector<uint8_t> wire;
@@ -127,7 +174,8 @@ TEST(KvEventEncoder, EveryVariantRoundTrips) {
             KvEventBatch out;
             Status st = decode_kv_event_batch(wire.data(), wire.size(), out);
             ASSERT_TRUE(st.ok()) << st.error().message;
-            EXPECT_EQ(out.rank, 2);
+            const bool v09 = f == WireFormat::kVllmV09;  // no rank, no medium yet
+            EXPECT_EQ(out.rank, v09 ? -1 : 2);
             EXPECT_EQ(out.ts, 12.25);
             EXPECT_EQ(out.digest_hashes, h == HashEncoding::kBytes);
             EXPECT_EQ(out.unknown_fields + out.unknown_events + out.malformed_events, 0);
@@ -135,7 +183,7 @@ TEST(KvEventEncoder, EveryVariantRoundTrips) {
             std::vector<int32_t> tokens;
             for (const KvEvent& e : out.events)
                 if (e.type == KvEventType::kBlockStored) {
-                    EXPECT_EQ(e.medium, KvMedium::kCpu);
+                    EXPECT_EQ(e.medium, v09 ? KvMedium::kGpu : KvMedium::kCpu);
                     stored.insert(stored.end(), e.block_hashes.begin(), e.block_hashes.end());
                     parents.push_back(e.parent_hash);
                     tokens.insert(tokens.end(), e.token_ids.begin(), e.token_ids.end());
@@ -188,8 +236,9 @@ TEST(KvEventEncoder, PreEncodedBatchesAreTheEncodersBytes) {
     c.type = KvEventType::kAllBlocksCleared;
     events.push_back(c);
     std::mt19937_64 rng(7);
-    for (WireFormat f : {WireFormat::kVllmArray, WireFormat::kVllmMap, WireFormat::kSglang})
+    for (WireFormat f : kWireFormats)
         for (HashEncoding h : {HashEncoding::kInt, HashEncoding::kBytes}) {
+            if (h == HashEncoding::kBytes && !wire_format_takes_digests(f)) continue;
             SCOPED_TRACE(std::string(wire_format_name(f)) +
                          (h == HashEncoding::kInt ? " int" : " bytes"));
             const PreEncodedEvents pre(events, f, h);

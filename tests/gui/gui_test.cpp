@@ -17,7 +17,9 @@
 #include <future>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <thread>
 
+#include "attach/kv_publisher.h"
 #include "gpu_run.h"
 #include "sessions/recorder.h"
 #include "sessions/session_reader.h"
@@ -753,13 +755,19 @@ struct AttachedSession {
     static constexpr int64_t kStepNs = 100'000'000;
 };
 
-std::string record_attached_session(const std::string& path) {
+// Two publishers of 8 slots each, as `kvscope attach` describes a deployment.
+RunInfo two_publishers(int32_t block_size) {
     RunInfo info;
     info.num_blocks = 16;
-    info.block_size = 4;
+    info.block_size = block_size;
     info.allocator = "attached";
     info.backend = "attached";
     info.publishers = {"tcp://a:1", "tcp://b:2"};
+    return info;
+}
+
+std::string record_attached_session(const std::string& path) {
+    const RunInfo info = two_publishers(4);
     auto rec = Recorder::create(path, info);
     EXPECT_TRUE(rec.ok()) << rec.error().message;
     if (!rec.ok()) return "";
@@ -978,6 +986,74 @@ TEST_F(Gui, AttachedSessionShowsMemoryAndEvictions) {
     EXPECT_GT(diff_in(evictions, empty, 0.0f, 0.0f, 1.0f, 1.0f), 300u);
 }
 
+// vLLM's hybrid cache: one rank holding a hash in a full-attention and a sliding-window group
+// gets a map per group, and the tooltip says the block's group, its digest (sent as bytes)
+// and SGLang's speculative token pairs.
+TEST_F(Gui, DeploymentDrawsCacheGroupsApartWithDigestsAndTokenPairs) {
+    const RunInfo info = two_publishers(2);
+    const std::string path = dir_ + "/groups.kvs";
+    {
+        auto rec = Recorder::create(path, info);
+        ASSERT_TRUE(rec.ok()) << rec.error().message;
+        auto store = [&](int32_t slot, uint64_t hash, StoredBlock sb) {
+            Event e;
+            e.kind = EventKind::kKvStored;
+            e.t_ns = 1'000'000'000 + slot;
+            e.block = slot;
+            e.a = info.publisher_of(slot);
+            e.b = static_cast<int32_t>(KvMedium::kGpu);
+            e.c = static_cast<int32_t>(sb.tokens.size() / (sb.token_pairs ? 2 : 1));
+            e.wide = static_cast<int64_t>(hash);
+            encode_stored_block(sb, e.payload);
+            (*rec)->emit(std::move(e));
+        };
+        StoredBlock full;
+        full.tokens = {1, 2};
+        full.group = 0;
+        full.group_kind = "full_attention";
+        full.digest.assign(32, 0xab);
+        StoredBlock window = full;
+        window.group = 1;
+        window.group_kind = "sliding_window";
+        window.sliding_window = 128;
+        store(0, 0x77, full);
+        store(1, 0x77, window);
+        StoredBlock pairs;
+        pairs.tokens = {5, 6, 6, 7};
+        pairs.token_pairs = true;
+        store(8, 0x88, pairs);
+        Event end;
+        end.kind = EventKind::kStepEnd;
+        end.t_ns = 1'000'000'100;
+        end.value = 0.1;
+        (*rec)->emit(std::move(end));
+        ASSERT_TRUE((*rec)->close().ok());
+    }
+    const std::string script = dir_ + "/g.txt";
+    test::write_file(script, "seek 0\nhover-block 1\nwait 2\ndump " + dir_ +
+                                 "/g1.json\nhover-block 8\nwait 2\ndump " + dir_ +
+                                 "/g2.json\nquit\n");
+    auto r = kvscope({"replay", path, "--script", script});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto d1 = nlohmann::json::parse(test::read_file(dir_ + "/g1.json"))["deployment"];
+    ASSERT_EQ(d1["maps"].size(), 3u) << d1.dump();  // rank 0 per group, rank 1 whole
+    EXPECT_NE(d1["maps"][0].get<std::string>().find("group 0 (full_attention)"), std::string::npos)
+        << d1.dump();
+    EXPECT_NE(d1["maps"][1].get<std::string>().find("group 1 (sliding_window, window 128)"),
+              std::string::npos)
+        << d1.dump();
+    const std::string tip = d1["tooltip"];
+    EXPECT_NE(tip.find("cache group 1 (sliding_window, window 128)"), std::string::npos) << tip;
+    std::string digest = "digest ";
+    for (int i = 0; i < 32; ++i)
+        digest += "ab";
+    EXPECT_NE(tip.find(digest), std::string::npos) << tip;
+    auto d2 = nlohmann::json::parse(test::read_file(dir_ + "/g2.json"))["deployment"];
+    EXPECT_NE(d2["tooltip"].get<std::string>().find("2 token pairs: (5,6) (6,7)"),
+              std::string::npos)
+        << d2.dump();
+}
+
 // A session of kvscope's own engine keeps its usual panels and no Deployment panel.
 TEST_F(Gui, EngineSessionsShowNoDeploymentPanel) {
     std::string script = dir_ + "/e.txt";
@@ -1092,6 +1168,38 @@ TEST_F(Gui, AttachWindowDrawsTheDeploymentLiveAndRecordsEverythingSent) {
     ASSERT_TRUE(stores.ok());
     EXPECT_EQ(static_cast<int64_t>(stores->size()), stored);
     EXPECT_GT(stored, 0);
+}
+
+// What a publisher sent that attach could not take in as sent is listed in the Controls panel
+// while the window follows it, one line per kind with its count.
+TEST_F(Gui, AttachWindowListsPublishersNotesInControls) {
+    const std::string script = dir_ + "/notes.txt";
+    test::write_file(script,
+                     "wait-progress 3 events\nwait 2\ndump " + dir_ + "/notes.json\nquit\n");
+    zmq::context_t ctx;
+    attach::PublisherOptions po;
+    po.endpoint = attach_port(0);
+    auto pub = attach::KvPublisher::create(ctx, po);
+    ASSERT_TRUE(pub.ok()) << pub.error().message;
+    auto attach = std::async(std::launch::async, [&] {
+        return kvscope({"attach", attach_port(0), "--gui", "--script", script, "--duration", "60"},
+                       120);
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+    auto path = test::source_file("tests/data/kv_events/mixed_notes.msgpack");
+    ASSERT_TRUE(path.has_value());
+    const std::string bytes = test::read_file(*path);
+    for (int i = 0; i < 3; ++i)
+        ASSERT_TRUE((*pub)->publish({bytes.begin(), bytes.end()}).ok());
+    const test::CommandResult r = attach.get();
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto d = nlohmann::json::parse(test::read_file(dir_ + "/notes.json"));
+    const std::string notes = d["controls_notes"].dump();
+    EXPECT_EQ(d["controls_notes"].size(), 4u) << notes;
+    for (const std::string note :
+         {"unknown field BlockStored.new_field (skipped) (3)", "unknown medium FS",
+          "token id is negative (3)", "unknown event type BlockPinned"})
+        EXPECT_NE(notes.find(note), std::string::npos) << note << " not in " << notes;
 }
 
 // --duration ends the attach with the window still open on what it recorded; without

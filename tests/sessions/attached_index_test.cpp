@@ -119,6 +119,42 @@ TEST_F(Attached, LoopingParentsAreCutNotFollowedForever) {
         EXPECT_GE(n.tree, 0);
 }
 
+// A block's cache group, digest and token pairs come through the kv_stored payload and a
+// keyframe alike; a payload with a flag no writer sets is refused.
+TEST_F(Attached, GroupsDigestsAndTokenPairsSurviveAKeyframe) {
+    StoredBlock sb;
+    sb.has_parent = true;
+    sb.parent = 0xa1;
+    sb.tokens = {1, 2, 2, 3};
+    sb.token_pairs = true;
+    sb.group = 1;
+    sb.group_kind = "sliding_window";
+    sb.sliding_window = 128;
+    sb.digest.assign(32, 0x5a);
+    Event e;
+    e.kind = EventKind::kKvStored;
+    e.seq_no = ++seq_;
+    e.block = 5;
+    e.c = 2;
+    e.wide = 0x77;
+    encode_stored_block(sb, e.payload);
+    state_.apply(e);
+    const AttachedBlock& a = state_.attached[5];
+    EXPECT_EQ(static_cast<const StoredBlock&>(a), sb);
+    std::string error;
+    auto back = TimelineState::deserialize(state_.serialize(), state_.info, error);
+    ASSERT_TRUE(back.has_value()) << error;
+    EXPECT_TRUE(*back == state_);
+    EXPECT_EQ(static_cast<const StoredBlock&>(back->attached[5]), sb);
+    std::vector<uint8_t> bad = e.payload;
+    bad[0] |= 0x10;
+    StoredBlock out;
+    EXPECT_FALSE(decode_stored_block(bad, out));
+    bad = e.payload;
+    bad.pop_back();  // the digest cut short
+    EXPECT_FALSE(decode_stored_block(bad, out));
+}
+
 TEST_F(Attached, EngineSessionsHaveNoIndex) {
     RunInfo info;
     info.num_blocks = 8;
