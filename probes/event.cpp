@@ -22,6 +22,12 @@ constexpr std::array<std::string_view, kNumKvMedia> kMediumNames = {
     "GPU", "CPU", "STORAGE", "CPU_PINNED", "DISK", "EXTERNAL", "OTHER"};
 }  // namespace
 
+bool operator==(const StoredBlock& a, const StoredBlock& b) {
+    return a.has_parent == b.has_parent && a.parent == b.parent && a.tokens == b.tokens &&
+           a.token_pairs == b.token_pairs && a.group == b.group && a.group_kind == b.group_kind &&
+           a.sliding_window == b.sliding_window && a.digest == b.digest;
+}
+
 std::string_view event_kind_name(EventKind kind) {
     auto i = static_cast<size_t>(kind);
     return i < kKindNames.size() ? kKindNames[i] : "invalid";

@@ -193,8 +193,9 @@ struct StoredBlock {
     std::string group_kind;
     int32_t sliding_window = -1;  // -1: none said
     std::vector<uint8_t> digest;
-    bool operator==(const StoredBlock&) const = default;
 };
+// Not defaulted: the CUDA sources that include this header are C++17.
+bool operator==(const StoredBlock& a, const StoredBlock& b);
 constexpr size_t kMaxStoredBlockTokens = 65536;
 constexpr size_t kMaxGroupKindBytes = 64;
 constexpr size_t kMinDigestBytes = 8, kMaxDigestBytes = 64;
