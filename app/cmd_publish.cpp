@@ -21,10 +21,11 @@
 namespace kvscope::app {
 
 namespace {
-std::string format_names() {
+std::string format_names(std::string_view separator = ", ") {
     std::string names;
     for (attach::WireFormat f : attach::kWireFormats)
-        names += (names.empty() ? "" : ", ") + std::string(attach::wire_format_name(f));
+        names += (names.empty() ? "" : std::string(separator)) +
+                 std::string(attach::wire_format_name(f));
     return names;
 }
 
@@ -197,7 +198,8 @@ Command register_publish(CLI::App& cli) {
             attach::WireFormat f;
             return attach::parse_wire_format(v, f) ? std::string()
                                                    : "must be " + format_names() + ", not " + v;
-        });
+        })
+        ->type_name(format_names("|"));
     sub->add_option("--hash", o->hash,
                     "Block hashes as int (vLLM's default) or bytes (SHA-256; vllm and vllm-array)")
         ->check(CLI::IsMember({"int", "bytes"}));
