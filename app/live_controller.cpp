@@ -18,6 +18,7 @@ EvictionFlags eviction_flags(const LiveSettings& s) {
     f.sinks = s.sinks;
     f.layer_budget = s.layer_budget;
     f.compact = s.compact;
+    f.positions = s.positions;
     f.kv_dtype = s.kv_dtype;
     return f;
 }

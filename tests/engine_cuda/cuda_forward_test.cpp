@@ -363,6 +363,7 @@ TEST(CudaForward, StreamingEvictionGivesTheCpuTokens) {
         ev.budget_tokens = 24;
         ev.sinks = 4;
         ev.compact = compact;
+        ev.positions = PositionMode::kAbsolute;  // cache positions are refused on CUDA
         auto made = KvEvictor::create(ev, bundled()->config.n_layers);
         ASSERT_TRUE(made.ok()) << made.error().message;
         std::shared_ptr<const KvEvictor> evictor = std::move(made).value();
