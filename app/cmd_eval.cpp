@@ -115,6 +115,11 @@ Result<std::vector<Row>> plan_rows(const EvalOptions& o) {
         if (o.compact && *parsed == KvDtype::kInt4)
             return Error{"--compact cannot move int4 keys: they are quantized together per block"};
         for (const std::string& policy : *policies) {
+            if (o.stream && policy == "snapkv")
+                return Error{
+                    "--stream feeds the text as decode from its first token: there is "
+                    "no prompt for --policy snapkv to compress (give streaming, h2o, "
+                    "tova or knorm)"};
             if (policy == "none") {  // the full cache; in f32 it is the first row already
                 if (dtype != "f32") rows.push_back({"none", "full", dtype, {}, {}, 0.0, {}});
                 continue;

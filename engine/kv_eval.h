@@ -45,7 +45,8 @@ Result<EvalResult> evaluate(Engine& engine, const std::vector<int32_t>& tokens,
 // evaluation), every next-token prediction scored, and the perplexity reported per window of
 // the text so that a climb along it shows. The full cache (no evictor) cannot go past the
 // model's context: it restarts every `full_cache_ctx` tokens, a chunk's first token replaced by
-// BOS as llama-perplexity does (every token is still scored once).
+// BOS as llama-perplexity does (every token is still scored once). The text is all decode, so
+// snapkv would compress after the first token and then keep everything (`eval` refuses it).
 struct StreamSettings {
     int64_t max_tokens = 0;       // tokens of the text scored; 0: all of it
     int32_t window_tokens = 256;  // scored tokens per window

@@ -508,15 +508,17 @@ TEST(Cli, EvalStreamReportsPerplexityPerWindow) {
         std::vector<std::string> args;
         int exit_code;
     };
-    for (const Case& c : {Case{{"--text", dir + "/missing.txt", "--stream"}, 1},
-                          Case{{"--text", empty, "--stream"}, 1},
-                          Case{{"--text", file, "--stream", "--max-tokens", "0"}, 2},
-                          Case{{"--text", file, "--stream", "--max-tokens", "-5"}, 2},
-                          Case{{"--text", file, "--stream", "--window-tokens", "0"}, 2},
-                          Case{{"--text", file, "--max-tokens", "100"}, 2},
-                          Case{{"--text", file, "--window-tokens", "100"}, 2},
-                          Case{{"--text", file, "--stream", "--chunks", "2"}, 2},
-                          Case{{"--text", file, "--stream", "--ctx", "100000"}, 1}}) {
+    for (const Case& c :
+         {Case{{"--text", dir + "/missing.txt", "--stream"}, 1},
+          Case{{"--text", empty, "--stream"}, 1},
+          Case{{"--text", file, "--stream", "--max-tokens", "0"}, 2},
+          Case{{"--text", file, "--stream", "--max-tokens", "-5"}, 2},
+          Case{{"--text", file, "--stream", "--window-tokens", "0"}, 2},
+          Case{{"--text", file, "--max-tokens", "100"}, 2},
+          Case{{"--text", file, "--window-tokens", "100"}, 2},
+          Case{{"--text", file, "--stream", "--chunks", "2"}, 2},
+          Case{{"--text", file, "--stream", "--policy", "snapkv", "--kv-budget", "16"}, 2},
+          Case{{"--text", file, "--stream", "--ctx", "100000"}, 1}}) {
         std::vector<std::string> args = {"eval"};
         args.insert(args.end(), c.args.begin(), c.args.end());
         auto b = kvscope(args);
