@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "engine/cpu_ops.h"
 #include "engine/engine.h"
 #include "engine/generate.h"
 #include "engine/kv_eval.h"
@@ -278,6 +279,41 @@ TEST(KvEvictionPositions, CompactionDoesNotChangeThePlaces) {
     EvictionOptions holes = policy("streaming", 20), compacted = policy("streaming", 20);
     compacted.compact = true;
     EXPECT_EQ(run(holes, 100).ids, run(compacted, 100).ids);
+}
+
+// Why places can stand in for positions: RoPE makes a query-key score a function of their
+// distance, so shifting the window's keys and the query down by the same amount (what a place
+// does to them) leaves every score among them as it was; only the sinks' distances change. On
+// hand-made numbers, both rotation styles.
+TEST(KvEvictionPositions, RopeScoresDependOnlyOnTheDistance) {
+    constexpr int kHeadDim = 8;
+    std::vector<float> inv_freq(kHeadDim / 2);
+    for (int i = 0; i < kHeadDim / 2; ++i)
+        inv_freq[static_cast<size_t>(i)] = 1.0f / std::pow(10000.0f, 2.0f * i / kHeadDim);
+    const float q[kHeadDim] = {0.5f, -1.25f, 2.0f, 0.75f, -0.5f, 1.5f, -2.25f, 1.0f};
+    const float k[kHeadDim] = {1.0f, 0.25f, -0.75f, 2.5f, 0.5f, -1.0f, 1.75f, -0.25f};
+    auto score = [&](int query_at, int key_at, RopeStyle style) {
+        float qr[kHeadDim], kr[kHeadDim], cs[kHeadDim];
+        std::copy_n(q, kHeadDim, qr);
+        std::copy_n(k, kHeadDim, kr);
+        rope_angles(query_at, inv_freq.data(), kHeadDim / 2, cs);
+        rope_rotate(qr, kHeadDim, cs, style);
+        rope_angles(key_at, inv_freq.data(), kHeadDim / 2, cs);
+        rope_rotate(kr, kHeadDim, cs, style);
+        double sum = 0;
+        for (int i = 0; i < kHeadDim; ++i)
+            sum += static_cast<double>(qr[i]) * kr[i];
+        return sum;
+    };
+    for (RopeStyle style : {RopeStyle::kAdjacentPairs, RopeStyle::kHalfSplit}) {
+        // Text positions 5000 (query) and 4990 (a window key) as places 256 and 246.
+        EXPECT_NEAR(score(5000, 4990, style), score(256, 246, style), 5e-3);
+        EXPECT_NEAR(score(300, 299, style), score(1, 0, style), 1e-4);
+        // A sink at 0: distance 5000 in the text, 256 in the cache; not the same score.
+        EXPECT_GT(std::abs(score(5000, 0, style) - score(256, 0, style)), 0.1)
+            << score(5000, 0, style) << " " << score(256, 0, style) << " "
+            << score(5000, 4990, style) - score(256, 246, style);
+    }
 }
 
 // The largest position RoPE saw in each step of a request whose prompt is longer than the
