@@ -153,7 +153,7 @@ int print_stream(const EvalOptions& o, const std::vector<Row>& rows, int64_t tex
     const StreamResult& first = rows.front().stream;
     std::fprintf(stderr,
                  "kvscope eval --stream: %s, %lld of %lld tokens scored one decode step each, "
-                 "windows of %d; the full cache restarts every %d tokens (its context)\n",
+                 "windows of %d; the full cache restarts every %d tokens\n",
                  terminal_safe(o.text).c_str(), static_cast<long long>(first.scored_tokens),
                  static_cast<long long>(text_tokens - 1), o.stream_settings.window_tokens,
                  o.stream_settings.full_cache_ctx);
