@@ -1,7 +1,9 @@
 // `kvscope eval`: what storing less costs in quality. One row per setting (eviction policy,
 // budget, KV dtype), the full cache first: perplexity of held-out text scored as decode under
 // the setting, agreement of its greedy tokens with the full cache's, the most K/V bytes one
-// sequence held, and the tokens evicted.
+// sequence held, and the tokens evicted. With --stream: the text fed token by token under each
+// setting past the model's context (StreamingLLM's evaluation), perplexity per window of it.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -31,6 +33,10 @@ struct EvalOptions {
     int32_t window = -1;
     std::string layer_budget = "uniform";
     bool compact = false;
+    std::string positions;  // comma separated; empty: each policy's default
+    bool stream = false;
+    StreamSettings stream_settings;
+    bool ctx_given = false;
     int32_t threads = 0;
     MatmulMode matmul = MatmulMode::kExact;
     Backend backend = Backend::kCpu;
@@ -57,45 +63,188 @@ struct Row {
     EvictionOptions eviction;
     EvalResult result;
     double agreement = 1.0;
+    StreamResult stream;
+    // "none full f32", "streaming 256 f32 cache": the setting in a table's header
+    std::string label() const {
+        std::string l = policy + " " + budget + " " + dtype;
+        if (eviction.policy == "streaming") l += std::string(" ") + position_mode_name(eviction);
+        return l;
+    }
 };
+
+// --positions as modes, checked against the policies: cache applies to streaming only, so it is
+// refused beside a policy that scores (whose rows could not take it) or without streaming.
+Result<std::vector<PositionMode>> plan_positions(const EvalOptions& o,
+                                                 const std::vector<std::string>& policies) {
+    if (o.positions.empty()) return std::vector<PositionMode>{PositionMode::kPolicyDefault};
+    auto items = split_list("--positions", o.positions);
+    if (!items) return items.error();
+    std::vector<PositionMode> modes;
+    for (const std::string& item : *items) {
+        auto mode = parse_position_mode(item);
+        if (!mode) return mode.error();
+        modes.push_back(*mode);
+    }
+    const bool streaming =
+        std::find(policies.begin(), policies.end(), "streaming") != policies.end();
+    for (PositionMode mode : modes)
+        for (const std::string& policy : policies) {
+            if (policy == "streaming" || (policy == "none" && streaming)) continue;
+            EvictionOptions probe;
+            probe.policy = policy;
+            probe.positions = mode;
+            if (Status s = validate_eviction_options(probe); !s) return s.error();
+        }
+    return modes;
+}
 
 // The rows to run, the full cache first; every setting checked before any work.
 Result<std::vector<Row>> plan_rows(const EvalOptions& o) {
     std::vector<Row> rows;
-    rows.push_back({"none", "full", "f32", {}, {}, 1.0});
+    rows.push_back({"none", "full", "f32", {}, {}, 1.0, {}});
     auto dtypes = split_list("--kv-dtype", o.dtypes);
     auto policies = split_list("--policy", o.policies);
     auto budgets = split_list("--kv-budget", o.budgets);
     for (const auto* list : {&dtypes, &policies, &budgets})
         if (!*list) return list->error();
+    auto positions = plan_positions(o, *policies);
+    if (!positions) return positions.error();
     for (const std::string& dtype : *dtypes) {
         auto parsed = parse_kv_dtype(dtype);
         if (!parsed) return Error{"--kv-dtype: " + parsed.error().message};
         if (o.compact && *parsed == KvDtype::kInt4)
             return Error{"--compact cannot move int4 keys: they are quantized together per block"};
         for (const std::string& policy : *policies) {
+            if (o.stream && policy == "snapkv")
+                return Error{
+                    "--stream feeds the text as decode from its first token: there is "
+                    "no prompt for --policy snapkv to compress (give streaming, h2o, "
+                    "tova or knorm)"};
             if (policy == "none") {  // the full cache; in f32 it is the first row already
-                if (dtype != "f32") rows.push_back({"none", "full", dtype, {}, {}, 0.0});
+                if (dtype != "f32") rows.push_back({"none", "full", dtype, {}, {}, 0.0, {}});
                 continue;
             }
-            for (const std::string& budget : *budgets) {
-                Row r{policy, budget, dtype, {}, {}, 0.0};
-                r.eviction.policy = policy;
-                r.eviction.sinks = o.sinks;
-                r.eviction.window = o.window;
-                r.eviction.compact = o.compact;
-                r.eviction.layer_budget =
-                    o.layer_budget == "pyramid" ? LayerBudget::kPyramid : LayerBudget::kUniform;
-                if (Status s = parse_kv_budget(budget, r.eviction); !s) return s.error();
-                if (Status s = validate_eviction_options(r.eviction); !s) return s.error();
-                rows.push_back(std::move(r));
-            }
+            // Only streaming's rows differ by --positions; the others keep absolute positions.
+            const std::vector<PositionMode> modes =
+                policy == "streaming" ? *positions
+                                      : std::vector<PositionMode>{PositionMode::kPolicyDefault};
+            for (const std::string& budget : *budgets)
+                for (PositionMode mode : modes) {
+                    Row r{policy, budget, dtype, {}, {}, 0.0, {}};
+                    r.eviction.policy = policy;
+                    r.eviction.sinks = o.sinks;
+                    r.eviction.window = o.window;
+                    r.eviction.compact = o.compact;
+                    r.eviction.positions = mode;
+                    r.eviction.layer_budget =
+                        o.layer_budget == "pyramid" ? LayerBudget::kPyramid : LayerBudget::kUniform;
+                    if (Status s = parse_kv_budget(budget, r.eviction); !s) return s.error();
+                    if (Status s = validate_eviction_options(r.eviction); !s) return s.error();
+                    rows.push_back(std::move(r));
+                }
         }
     }
     return rows;
 }
 
-int run_eval(const EvalOptions& o) {
+// --stream's output: the per-window perplexity of each setting side by side (a column each),
+// then the whole text's and what RoPE and the cache held.
+int print_stream(const EvalOptions& o, const std::vector<Row>& rows, int64_t text_tokens) {
+    const StreamResult& first = rows.front().stream;
+    std::fprintf(stderr,
+                 "kvscope eval --stream: %s, %lld of %lld tokens scored one decode step each, "
+                 "windows of %d; the full cache restarts every %d tokens\n",
+                 terminal_safe(o.text).c_str(), static_cast<long long>(first.scored_tokens),
+                 static_cast<long long>(text_tokens - 1), o.stream_settings.window_tokens,
+                 o.stream_settings.full_cache_ctx);
+    if (o.json) {
+        nlohmann::json out = nlohmann::json::array();
+        for (const Row& r : rows) {
+            nlohmann::json windows = nlohmann::json::array();
+            for (const StreamWindow& w : r.stream.windows)
+                windows.push_back({{"first", w.first},
+                                   {"last", w.last},
+                                   {"scored_tokens", w.scored},
+                                   {"perplexity", w.perplexity}});
+            out.push_back({{"policy", r.policy},
+                           {"kv_budget", r.budget},
+                           {"kv_dtype", r.dtype},
+                           {"positions", position_mode_name(r.eviction)},
+                           {"perplexity", r.stream.perplexity},
+                           {"scored_tokens", r.stream.scored_tokens},
+                           {"rope_position_max", r.stream.rope_position_max},
+                           {"kv_bytes_peak", r.stream.kv_bytes_peak},
+                           {"tokens_evicted", r.stream.tokens_evicted},
+                           {"windows", std::move(windows)}});
+        }
+        std::printf("%s\n", json_terminal_safe(out.dump(2)).c_str());
+        return 0;
+    }
+    std::vector<int> width;
+    std::printf("%-17s", "tokens");
+    for (const Row& r : rows) {
+        width.push_back(std::max(12, static_cast<int>(r.label().size())));
+        std::printf("  %*s", width.back(), r.label().c_str());
+    }
+    std::printf("\n");
+    auto line = [&](const std::string& head, auto&& cell) {
+        std::printf("%-17s", head.c_str());
+        for (size_t k = 0; k < rows.size(); ++k)
+            std::printf("  %*s", width[k], cell(rows[k]).c_str());
+        std::printf("\n");
+    };
+    auto fixed4 = [](double v) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.4f", v);
+        return std::string(buf);
+    };
+    // Every setting scores the same tokens, so its windows line up with the first's.
+    for (size_t w = 0; w < first.windows.size(); ++w)
+        line(std::to_string(first.windows[w].first) + "-" + std::to_string(first.windows[w].last),
+             [&](const Row& r) {
+                 return w < r.stream.windows.size() ? fixed4(r.stream.windows[w].perplexity)
+                                                    : std::string("-");
+             });
+    line("all", [&](const Row& r) { return fixed4(r.stream.perplexity); });
+    line("rope_position_max",
+         [&](const Row& r) { return std::to_string(r.stream.rope_position_max); });
+    line("kv_bytes_peak", [&](const Row& r) { return std::to_string(r.stream.kv_bytes_peak); });
+    line("tokens_evicted", [&](const Row& r) { return std::to_string(r.stream.tokens_evicted); });
+    return 0;
+}
+
+int print_chunks(const EvalOptions& o, const std::vector<Row>& rows) {
+    const EvalResult& first = rows.front().result;
+    std::fprintf(stderr,
+                 "kvscope eval: %s, %d chunks of %d tokens (%lld scored), %d greedy tokens each\n",
+                 terminal_safe(o.text).c_str(), first.chunks, o.settings.ctx,
+                 static_cast<long long>(first.scored_tokens), o.settings.agree_tokens);
+    if (o.json) {
+        nlohmann::json out = nlohmann::json::array();
+        for (const Row& r : rows)
+            out.push_back({{"policy", r.policy},
+                           {"kv_budget", r.budget},
+                           {"kv_dtype", r.dtype},
+                           {"positions", position_mode_name(r.eviction)},
+                           {"perplexity", r.result.perplexity},
+                           {"agreement", r.agreement},
+                           {"kv_bytes_peak", r.result.kv_bytes_peak},
+                           {"tokens_evicted", r.result.tokens_evicted}});
+        std::printf("%s\n", json_terminal_safe(out.dump(2)).c_str());
+        return 0;
+    }
+    std::printf("%-10s %-9s %-8s %-9s %11s %10s %14s %14s\n", "policy", "kv_budget", "kv_dtype",
+                "positions", "perplexity", "agreement", "kv_bytes_peak", "tokens_evicted");
+    for (const Row& r : rows)
+        std::printf("%-10s %-9s %-8s %-9s %11.4f %10.3f %14lld %14lld\n", r.policy.c_str(),
+                    r.budget.c_str(), r.dtype.c_str(), position_mode_name(r.eviction),
+                    r.result.perplexity, r.agreement,
+                    static_cast<long long>(r.result.kv_bytes_peak),
+                    static_cast<long long>(r.result.tokens_evicted));
+    return 0;
+}
+
+int run_eval(EvalOptions o) {
     auto rows = plan_rows(o);
     if (!rows) return usage_error(rows.error().message);
     auto text = read_text_file(o.text);
@@ -105,10 +254,14 @@ int run_eval(const EvalOptions& o) {
     auto model = std::make_shared<const LoadedModel>(std::move(loaded).value());
     if (!model->tokenizer) return fail(o.model + " has no tokenizer to read the text with");
     std::vector<int32_t> tokens = model->tokenizer->encode(*text, true);
+    // --stream: the full cache restarts where the model's context is full, or at --ctx.
+    o.stream_settings.full_cache_ctx = o.ctx_given ? o.settings.ctx : model->config.context_length;
     EngineOptions eo;
     eo.threads = o.threads;
     eo.matmul = o.matmul;
-    eo.num_blocks = eval_blocks_needed(o.settings, eo.block_size);
+    eo.num_blocks = o.stream
+                        ? stream_blocks_needed(static_cast<int64_t>(tokens.size()), eo.block_size)
+                        : eval_blocks_needed(o.settings, eo.block_size);
     eo.backend = backend_factory(o.backend);
     ProgressLine progress;
     for (size_t i = 0; i < rows->size(); ++i) {
@@ -122,14 +275,22 @@ int run_eval(const EvalOptions& o) {
             if (!e) return usage_error(e.error().message);
             evictor = std::move(e).value();
         }
-        std::string label = row.policy + " " + row.budget + " " + row.dtype;
-        auto result =
-            evaluate(**engine, tokens, o.settings, evictor.get(), [&](int32_t done, int32_t total) {
-                if (progress.due() || done == total)
-                    progress.show("setting " + std::to_string(i + 1) + " of " +
-                                  std::to_string(rows->size()) + " (" + label + "): chunk " +
-                                  std::to_string(done) + " of " + std::to_string(total));
-            });
+        auto show = [&](const std::string& what, int64_t done, int64_t total) {
+            if (progress.due() || done == total)
+                progress.show("setting " + std::to_string(i + 1) + " of " +
+                              std::to_string(rows->size()) + " (" + row.label() + "): " + what +
+                              " " + std::to_string(done) + " of " + std::to_string(total));
+        };
+        if (o.stream) {
+            auto result =
+                evaluate_stream(**engine, tokens, o.stream_settings, evictor.get(),
+                                [&](int64_t done, int64_t total) { show("token", done, total); });
+            if (!result) return fail(result.error().message);
+            row.stream = std::move(result).value();
+            continue;
+        }
+        auto result = evaluate(**engine, tokens, o.settings, evictor.get(),
+                               [&](int32_t done, int32_t total) { show("chunk", done, total); });
         if (!result) return fail(result.error().message);
         row.result = std::move(result).value();
         double agree = 0;
@@ -139,32 +300,8 @@ int run_eval(const EvalOptions& o) {
         row.agreement = agree / static_cast<double>(row.result.greedy.size());
     }
     progress.clear();
-    const EvalResult& first = rows->front().result;
-    std::fprintf(stderr,
-                 "kvscope eval: %s, %d chunks of %d tokens (%lld scored), %d greedy tokens each\n",
-                 terminal_safe(o.text).c_str(), first.chunks, o.settings.ctx,
-                 static_cast<long long>(first.scored_tokens), o.settings.agree_tokens);
-    if (o.json) {
-        nlohmann::json out = nlohmann::json::array();
-        for (const Row& r : *rows)
-            out.push_back({{"policy", r.policy},
-                           {"kv_budget", r.budget},
-                           {"kv_dtype", r.dtype},
-                           {"perplexity", r.result.perplexity},
-                           {"agreement", r.agreement},
-                           {"kv_bytes_peak", r.result.kv_bytes_peak},
-                           {"tokens_evicted", r.result.tokens_evicted}});
-        std::printf("%s\n", json_terminal_safe(out.dump(2)).c_str());
-        return 0;
-    }
-    std::printf("%-10s %-9s %-8s %11s %10s %14s %14s\n", "policy", "kv_budget", "kv_dtype",
-                "perplexity", "agreement", "kv_bytes_peak", "tokens_evicted");
-    for (const Row& r : *rows)
-        std::printf("%-10s %-9s %-8s %11.4f %10.3f %14lld %14lld\n", r.policy.c_str(),
-                    r.budget.c_str(), r.dtype.c_str(), r.result.perplexity, r.agreement,
-                    static_cast<long long>(r.result.kv_bytes_peak),
-                    static_cast<long long>(r.result.tokens_evicted));
-    return 0;
+    return o.stream ? print_stream(o, *rows, static_cast<int64_t>(tokens.size()))
+                    : print_chunks(o, *rows);
 }
 }  // namespace
 
@@ -174,9 +311,12 @@ Command register_eval(CLI::App& cli) {
         "eval", "Quality of storing less: perplexity and agreement per eviction policy and budget");
     sub->add_option("--model", o->model, kModelOptionHelp);
     sub->add_option("--text", o->text, "Held-out text to score")->required();
-    sub->add_option("--ctx", o->settings.ctx, "Tokens per chunk: half prompt, half scored")
-        ->check(CLI::Range(4, 1 << 20))
-        ->capture_default_str();
+    CLI::Option* ctx =
+        sub->add_option("--ctx", o->settings.ctx,
+                        "Tokens per chunk: half prompt, half scored (--stream: where the full "
+                        "cache restarts; default the model's context)")
+            ->check(CLI::Range(4, 1 << 20))
+            ->capture_default_str();
     sub->add_option("--policy", o->policies, "Policies, comma separated (none is always first)")
         ->capture_default_str();
     sub->add_option("--kv-budget", o->budgets, "Budgets, comma separated: N tokens or P%")
@@ -185,9 +325,11 @@ Command register_eval(CLI::App& cli) {
     sub->add_option("--agree-tokens", o->settings.agree_tokens,
                     "Greedy tokens compared with the full cache's")
         ->check(CLI::Range(1, 1 << 16))
+
         ->capture_default_str();
     sub->add_option("--chunks", o->settings.max_chunks, "At most this many chunks (0: all)")
         ->check(CLI::Range(0, 1 << 20))
+
         ->capture_default_str();
     sub->add_option("--sinks", o->sinks, "streaming: first tokens always kept")
         ->check(CLI::Range(0, 1 << 20))
@@ -198,13 +340,31 @@ Command register_eval(CLI::App& cli) {
         ->check(CLI::IsMember({"uniform", "pyramid"}))
         ->capture_default_str();
     sub->add_flag("--compact", o->compact, "Close holes after each step");
+    sub->add_option("--positions", o->positions,
+                    "streaming: where RoPE puts the kept tokens, comma separated: cache (their "
+                    "places in the cache, StreamingLLM; the default) | absolute");
+    CLI::Option* stream = sub->add_flag(
+        "--stream", o->stream,
+        "Feed the whole text token by token under each setting, past the model's context, "
+        "and report perplexity per window of it");
+    stream->excludes("--chunks")->excludes("--agree-tokens");
+    sub->add_option("--max-tokens", o->stream_settings.max_tokens,
+                    "--stream: score at most this many tokens of the text (default: all)")
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+        ->needs(stream);
+    sub->add_option("--window-tokens", o->stream_settings.window_tokens,
+                    "--stream: scored tokens per row of the per-window table")
+        ->check(CLI::Range(1, 1 << 24))
+        ->capture_default_str()
+        ->needs(stream);
     sub->add_option("--threads", o->threads, "Worker threads (0 = all cores)")
         ->check(CLI::Range(0, 1024))
         ->capture_default_str();
     add_matmul_flag(*sub, o->matmul);
     add_backend_flag(*sub, o->backend);
     sub->add_flag("--json", o->json, "One JSON array, a row per setting");
-    return {sub, [o] {
+    return {sub, [o, ctx] {
+                o->ctx_given = ctx->count() > 0;
                 if (check_backend(o->backend)) return 1;
                 return resolve_model(o->model) ? 1 : run_eval(*o);
             }};

@@ -81,6 +81,7 @@ int run_gui(GuiOptions& o) {
     s.kv_budget = o.serving.eviction.kv_budget;
     s.sinks = o.serving.eviction.sinks;
     s.layer_budget = o.serving.eviction.layer_budget;
+    s.positions = o.serving.eviction.positions;
     s.compact = o.serving.eviction.compact;
     s.kv_dtype = o.serving.eviction.kv_dtype;
     s.record = o.record;

@@ -11,6 +11,11 @@ Result<EvictionOptions> EvictionFlags::options() const {
     o.window = window;
     o.layer_budget = layer_budget == "pyramid" ? LayerBudget::kPyramid : LayerBudget::kUniform;
     o.compact = compact;
+    if (!positions.empty()) {
+        auto mode = parse_position_mode(positions);
+        if (!mode) return mode.error();
+        o.positions = *mode;
+    }
     if (compact && !o.active())
         return Error{"--compact needs a --policy: with none there are no holes to close"};
     if (!kv_budget.empty()) {
@@ -24,8 +29,15 @@ Result<EvictionOptions> EvictionFlags::options() const {
 
 nlohmann::json EvictionFlags::to_json() const {
     return nlohmann::json{
-        {"policy", policy},    {"kv_budget", kv_budget},       {"sinks", sinks},
-        {"window", window},    {"layer_budget", layer_budget}, {"compact", compact},
+        {"policy", policy},
+        {"kv_budget", kv_budget},
+        {"sinks", sinks},
+        {"window", window},
+        {"layer_budget", layer_budget},
+        {"compact", compact},
+        // What RoPE did, also when the policy's default chose it.
+        {"positions",
+         positions.empty() ? (policy == "streaming" ? "cache" : "absolute") : positions},
         {"kv_dtype", kv_dtype}};
 }
 
@@ -72,6 +84,11 @@ void add_eviction_flags(CLI::App& sub, EvictionFlags& f) {
                    "keys per channel, values per token)")
         ->check(CLI::IsMember({"f32", "f16", "int8", "int4"}))
         ->capture_default_str();
+    sub.add_option("--positions", f.positions,
+                   "Where RoPE puts the kept tokens: cache (their places in the cache, as "
+                   "StreamingLLM; the default for streaming) | absolute (their positions in the "
+                   "text; the default for the other policies)")
+        ->check(CLI::IsMember({"cache", "absolute"}));
     sub.add_flag("--compact", f.compact,
                  "After each step move kept tokens into the holes, so blocks go back sooner "
                  "(every move is recorded)");

@@ -1,6 +1,6 @@
 #pragma once
 // The flags of storing less, on generate, run and gui: token eviction (--policy, --kv-budget,
-// --sinks, --window, --layer-budget, --compact) and the KV dtype (--kv-dtype).
+// --sinks, --window, --layer-budget, --compact, --positions) and the KV dtype (--kv-dtype).
 
 #include <CLI/CLI.hpp>
 #include <memory>
@@ -19,6 +19,7 @@ struct EvictionFlags {
     int32_t window = -1;
     std::string layer_budget = "uniform";
     bool compact = false;
+    std::string positions;  // "cache" | "absolute"; empty: the policy's default
     std::string kv_dtype = "f32";
 
     // The dtype, or a message; --compact cannot move int4 keys (grouped over a block).

@@ -18,6 +18,9 @@ EvictionFlags eviction_flags(const LiveSettings& s) {
     f.sinks = s.sinks;
     f.layer_budget = s.layer_budget;
     f.compact = s.compact;
+    // --positions applies to streaming: the Controls panel can switch to a policy it does not
+    // apply to, which then keeps its own (absolute) positions rather than failing to restart.
+    if (s.policy == "streaming") f.positions = s.positions;
     f.kv_dtype = s.kv_dtype;
     return f;
 }

@@ -4,7 +4,10 @@
 #     without --compact), the pyramid layer budget, and the f16 / int8 / int4 KV dtypes;
 #  2. speed: decode tokens/s of a 2 000-token generation with each policy at 50% and with int8,
 #     against none/f32, all settings alternated in one run (medians of ROUNDS).
-#   bench/storing_less.sh [quality|speed|all]
+#  3. past the context (issue 31): `eval --stream` over 8 192 held-out tokens (16x the trained
+#     context) with streaming at budget 256 and 4 sinks, cache positions against absolute ones,
+#     and the full cache in its context on the same tokens (`eval --ctx 512 --chunks 16`).
+#   bench/storing_less.sh [quality|speed|stream|all]
 # The held-out text is the bundled model's: every 20th chapter of the King James Bible, as
 # assets/train/train_demo_model.py splits it. It is rebuilt with the `bible` program (Debian
 # package bible-kjv) unless HELDOUT names the file.
@@ -45,6 +48,14 @@ if [[ $what == quality || $what == all ]]; then
     --layer-budget pyramid --compact
   echo "== 1d. KV dtypes, full cache =="
   "$kvscope" eval --model "$model" --text "$heldout" --kv-dtype f16,int8,int4
+fi
+
+if [[ $what == stream || $what == all ]]; then
+  echo "== 3a. streaming past the context: 8 192 tokens fed one decode step each, windows of 512 =="
+  "$kvscope" eval --model "$model" --text "$heldout" --stream --max-tokens 8192 --window-tokens 512 \
+    --policy streaming --kv-budget 256 --sinks 4 --positions cache,absolute --threads "$threads"
+  echo "== 3b. the full cache in its context on the same tokens: 16 chunks of 512, second halves scored =="
+  "$kvscope" eval --model "$model" --text "$heldout" --ctx 512 --chunks 16 --threads "$threads"
 fi
 
 if [[ $what == speed || $what == all ]]; then

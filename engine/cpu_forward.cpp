@@ -1,6 +1,7 @@
 #include "engine/cpu_forward.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -98,6 +99,7 @@ Status CpuForward::run_pass(const ForwardBatch& batch, std::vector<float>& logit
     row_pos_.resize(N);
     row_chunk_.resize(N);
     row_slot_.resize(N);
+    row_at_places_.resize(N);
 
     size_t row = 0;
     bool any_lanes = false;
@@ -111,6 +113,7 @@ Status CpuForward::run_pass(const ForwardBatch& batch, std::vector<float>& logit
             row_pos_[row] = ch.start_pos + i;
             row_slot_[row] = first_slot + i;
             row_chunk_[row] = static_cast<int32_t>(ci);
+            row_at_places_[row] = ch.lanes && ch.lanes->cache_positions;
         }
     }
     if (any_lanes) row_stats_.assign(N * static_cast<size_t>(c.n_kv_heads), {});
@@ -127,8 +130,22 @@ Status CpuForward::run_pass(const ForwardBatch& batch, std::vector<float>& logit
     // Each row's rotation angles, once for all its heads and layers: taken per head, the same
     // sines and cosines were worked out n_heads + n_kv_heads times per layer.
     rope_cos_sin_.resize(N * c.head_dim);
-    for (size_t r = 0; r < N; ++r)
+    int places = 0;  // place_cos_sin_'s rows: a row's places are below the keys it visits
+    for (size_t r = 0; r < N; ++r) {
+        if (row_at_places_[r]) {
+            places = std::max(places, row_keys_[r]);
+            continue;
+        }
         rope_angles(row_pos_[r], inv_freq_.data(), c.head_dim / 2, &rope_cos_sin_[r * c.head_dim]);
+        times_.rope_position_max = std::max(times_.rope_position_max, row_pos_[r]);
+    }
+    if (places > static_cast<int>(place_cos_sin_.size() / static_cast<size_t>(c.head_dim))) {
+        const auto have = static_cast<int>(place_cos_sin_.size() / c.head_dim);
+        place_cos_sin_.resize(static_cast<size_t>(places) * c.head_dim);
+        for (int p = have; p < places; ++p)
+            rope_angles(p, inv_freq_.data(), c.head_dim / 2,
+                        &place_cos_sin_[static_cast<size_t>(p) * c.head_dim]);
+    }
 
     const int64_t n64 = n, dim = c.dim, q_dim = c.q_dim(), kv_dim = c.kv_dim(),
                   hidden = c.hidden_dim;
@@ -213,6 +230,8 @@ Status CpuForward::run_pass(const ForwardBatch& batch, std::vector<float>& logit
             OpKind::kRope, l,
             [&] {
                 for_rows(8 * (q_dim + kv_dim), [&](int r) {
+                    // At places: the key is stored as it is and rotated where it is read.
+                    if (row_at_places_[static_cast<size_t>(r)]) return;
                     const float* cs = &rope_cos_sin_[static_cast<size_t>(r) * c.head_dim];
                     for (int h = 0; h < c.n_heads; ++h)
                         rope_rotate(&q_[static_cast<size_t>(r) * c.q_dim() +
@@ -399,6 +418,7 @@ void CpuForward::attention(const ForwardBatch& batch, int layer) {
         cost += static_cast<int64_t>(keys) * c.n_heads * hd * 2;
     }
     constexpr float kHole = -std::numeric_limits<float>::infinity();
+    std::atomic<int32_t> place_max{-1};
 
     // One task per (row, KV head): the query heads that share a KV head read each key and
     // value once. Keys are visited block by block, so each block's slots are contiguous; a row's
@@ -413,6 +433,11 @@ void CpuForward::attention(const ForwardBatch& batch, int layer) {
                 kbuf.resize(static_cast<size_t>(bs) * static_cast<size_t>(hd));
                 vbuf.resize(kbuf.size());
             }
+            // Cache positions: each visible key's place (by key k of the row, -1 for a hole),
+            // the row's queries and one block's keys rotated to their places.
+            std::vector<int32_t> key_place;
+            std::vector<std::pair<int32_t, int32_t>> by_position;  // (position, key k)
+            std::vector<float> q_at_place, k_at_place;
             for (int64_t task = begin; task < end; ++task) {
                 // Rows taken 0, n-1, 1, n-2, ...: a prompt's later rows attend to more keys,
                 // and contiguous shares of rows in order left the first thread idle (one third
@@ -429,28 +454,69 @@ void CpuForward::attention(const ForwardBatch& batch, int layer) {
                 // exactly), and blocks given back are not visited at all.
                 const LaneStats* lane = chunk.lanes ? &chunk.lanes->lane(layer, kvh) : nullptr;
                 const float* q0 = &q_[r * c.q_dim() + static_cast<size_t>(kvh * group) * hd];
+                const bool at_places = row_at_places_[r] != 0;
+                if (at_places) {
+                    // A key's place is its rank by position among the keys the lane keeps and
+                    // the row sees (compaction moves tokens out of position order); the query
+                    // is the newest of them.
+                    key_place.assign(static_cast<size_t>(keys), -1);
+                    by_position.clear();
+                    int k = 0;
+                    for_each_key_span(chunk, bs, len, [&](int, int t0, int span) {
+                        for (int t = t0; t < t0 + span; ++t, ++k)
+                            if (int32_t p = lane->position[static_cast<size_t>(t)]; p >= 0)
+                                by_position.emplace_back(p, k);
+                    });
+                    if (!std::is_sorted(by_position.begin(), by_position.end()))
+                        std::sort(by_position.begin(), by_position.end());
+                    for (size_t i = 0; i < by_position.size(); ++i)
+                        key_place[static_cast<size_t>(by_position[i].second)] =
+                            static_cast<int32_t>(i);
+                    const auto query_place = static_cast<int32_t>(by_position.size()) - 1;
+                    q_at_place.assign(q0, q0 + static_cast<size_t>(group) * hd);
+                    for (int g = 0; g < group; ++g)
+                        rope_rotate(&q_at_place[static_cast<size_t>(g) * hd], hd,
+                                    &place_cos_sin_[static_cast<size_t>(query_place) * hd],
+                                    c.rope_style);
+                    q0 = q_at_place.data();
+                    for (int32_t seen = place_max.load(std::memory_order_relaxed);
+                         query_place > seen &&
+                         !place_max.compare_exchange_weak(seen, query_place);) {
+                    }
+                    k_at_place.resize(static_cast<size_t>(bs) * hd);
+                }
                 const int kv_off = kvh * hd;
                 int k0 = 0;  // the block's first key in the row's scores
                 for_each_key_span(chunk, bs, len, [&](int blk, int t0, int span) {
                     const BlockId block = table.blocks[static_cast<size_t>(blk)];
+                    // f32 is read in place (stride kv_dim); other dtypes are dequantized once
+                    // per block (stride head_dim) and scored the same way.
+                    const float* kb;
+                    size_t stride;
+                    if (in_place) {
+                        kb = kv_.key(layer, block, 0) + kv_off;
+                        stride = static_cast<size_t>(kv_dim);
+                    } else {
+                        kv_.read_lane(layer, block, kvh, span, kbuf.data(), nullptr);
+                        kb = kbuf.data();
+                        stride = static_cast<size_t>(hd);
+                    }
+                    if (at_places) {
+                        for (int s = 0; s < span; ++s) {
+                            const int32_t place = key_place[static_cast<size_t>(k0 + s)];
+                            if (place < 0) continue;  // a hole: scored -inf below
+                            float* to = &k_at_place[static_cast<size_t>(s) * hd];
+                            std::copy_n(kb + static_cast<size_t>(s) * stride, hd, to);
+                            rope_rotate(to, hd, &place_cos_sin_[static_cast<size_t>(place) * hd],
+                                        c.rope_style);
+                        }
+                        kb = k_at_place.data();
+                        stride = static_cast<size_t>(hd);
+                    }
+                    const int32_t* held = lane ? &lane->position[static_cast<size_t>(t0)] : nullptr;
                     for (int g = 0; g < group; ++g) {
                         float* sg = &scores[static_cast<size_t>(g) * keys + k0];
-                        // f32 is read in place (stride kv_dim); other dtypes are dequantized
-                        // once per block (stride head_dim) and scored the same way.
-                        const float* kb;
-                        size_t stride;
-                        if (in_place) {
-                            kb = kv_.key(layer, block, 0) + kv_off;
-                            stride = static_cast<size_t>(kv_dim);
-                        } else {
-                            if (g == 0)
-                                kv_.read_lane(layer, block, kvh, span, kbuf.data(), nullptr);
-                            kb = kbuf.data();
-                            stride = static_cast<size_t>(hd);
-                        }
                         const float* q = q0 + g * hd;
-                        const int32_t* held =
-                            lane ? &lane->position[static_cast<size_t>(t0)] : nullptr;
                         for (int s = 0; s < span; ++s)
                             sg[s] = held && held[s] < 0
                                         ? kHole
@@ -517,6 +583,7 @@ void CpuForward::attention(const ForwardBatch& batch, int layer) {
                 });
             }
         });
+    times_.rope_position_max = std::max(times_.rope_position_max, place_max.load());
 }
 
 void CpuForward::gather_lane_stats(const ForwardBatch& batch, int layer) {

@@ -81,6 +81,11 @@ class CpuForward : public Forward {
     std::vector<int32_t> row_pos_, row_chunk_, row_slot_;
     std::vector<int> row_keys_;        // key slots the row's attention visits (for_each_key_span)
     std::vector<float> rope_cos_sin_;  // [row][head_dim]: rope_angles of the row's position
+    // Rows of sequences with cache positions (SequenceLanes::cache_positions): their queries
+    // and keys are rotated in attention, at places in the lane, with `place_cos_sin_`
+    // ([place][head_dim], rope_angles of places 0 .. the most keys a row visits).
+    std::vector<uint8_t> row_at_places_;
+    std::vector<float> place_cos_sin_;
     // Per (row, KV head) of sequences with lanes: attention summed over the group's query
     // heads, by slot, reduced into the lanes in row order after each layer.
     std::vector<std::vector<float>> row_stats_;

@@ -74,6 +74,9 @@ struct ForwardPhaseTimes {
     // Key slots attention scored, summed over rows, KV heads and layers: the work that grows
     // with what the cache holds (under eviction, the budget), not with the time taken.
     int64_t attention_key_slots = 0;
+    // The largest position RoPE rotated a query or key to: a row's position, or with cache
+    // positions (kv_eviction.h) its place among the tokens its lane keeps. -1: no rows.
+    int32_t rope_position_max = -1;
 };
 
 class Forward {

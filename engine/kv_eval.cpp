@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -40,6 +41,8 @@ class EvalSequence {
                 evictor_->after_step(*lanes_, table_, computed_, prompt_len_, -1, engine_.blocks(),
                                      engine_.kv_blocks(), engine_.reporter());
         peak_bytes_ = std::max(peak_bytes_, bytes_held());
+        rope_position_max_ =
+            std::max(rope_position_max_, engine_.forward().last_phase_times().rope_position_max);
         return {};
     }
 
@@ -64,6 +67,7 @@ class EvalSequence {
     }
     int64_t peak_bytes() const { return peak_bytes_; }
     int64_t evicted() const { return evicted_; }
+    int32_t rope_position_max() const { return rope_position_max_; }
 
   private:
     Engine& engine_;
@@ -73,6 +77,7 @@ class EvalSequence {
     std::optional<SequenceLanes> lanes_;
     int32_t computed_ = 0;
     int64_t evicted_ = 0, peak_bytes_ = 0;
+    int32_t rope_position_max_ = -1;
 };
 
 int32_t argmax(const std::vector<float>& logits) {
@@ -84,6 +89,79 @@ int32_t argmax(const std::vector<float>& logits) {
 int32_t eval_blocks_needed(const EvalSettings& s, int32_t block_size) {
     int32_t tokens = std::max(s.ctx, s.ctx / 2 + s.agree_tokens);
     return BlockManager::blocks_for(tokens, block_size);
+}
+
+int32_t stream_blocks_needed(int64_t text_tokens, int32_t block_size) {
+    return BlockManager::blocks_for(static_cast<int32_t>(std::min<int64_t>(text_tokens, 1 << 30)),
+                                    block_size);
+}
+
+Result<StreamResult> evaluate_stream(Engine& engine, const std::vector<int32_t>& tokens,
+                                     const StreamSettings& s, const KvEvictor* evictor,
+                                     const std::function<void(int64_t, int64_t)>& progress) {
+    const ModelConfig& c = engine.config();
+    const int32_t ctx = s.full_cache_ctx > 0 ? s.full_cache_ctx : c.context_length;
+    if (ctx < 2 || ctx > c.context_length)
+        return Error{"--ctx " + std::to_string(ctx) + " must be in 2.." +
+                     std::to_string(c.context_length) +
+                     " (the model's context): the full cache restarts there"};
+    if (s.window_tokens < 1)
+        return Error{"--window-tokens " + std::to_string(s.window_tokens) + " must be at least 1"};
+    if (s.max_tokens < 0)
+        return Error{"--max-tokens " + std::to_string(s.max_tokens) + " must be at least 1"};
+    if (tokens.size() < 2)
+        return Error{"the text has no tokens to score (it is empty once tokenized)"};
+    // Token i of the text (BOS is 0) is the target of the prediction made after token i - 1.
+    int64_t last = static_cast<int64_t>(tokens.size()) - 1;
+    if (s.max_tokens > 0) last = std::min(last, s.max_tokens);
+    const auto vocab = static_cast<size_t>(c.vocab_size);
+    StreamResult out;
+    double nll_all = 0, nll_window = 0;
+    StreamWindow window;
+    auto close_window = [&] {
+        if (window.scored == 0) return;
+        window.perplexity = std::exp(nll_window / static_cast<double>(window.scored));
+        out.windows.push_back(window);
+        window = {};
+        nll_window = 0;
+    };
+    std::unique_ptr<EvalSequence> seq;
+    std::vector<float> logits;
+    for (int64_t i = 1; i <= last; ++i) {
+        // The full cache restarts where its context is full; the policy's cache never does.
+        const bool restart = !seq || (!evictor && (i - 1) % ctx == 0);
+        if (restart) {
+            if (seq) {
+                out.kv_bytes_peak = std::max(out.kv_bytes_peak, seq->peak_bytes());
+                out.rope_position_max = std::max(out.rope_position_max, seq->rope_position_max());
+            }
+            seq.reset();  // gives its blocks back before the next takes them
+            seq = std::make_unique<EvalSequence>(engine, evictor, 1);
+        }
+        // A restart's first token is BOS, as llama-perplexity's chunks begin; the token it
+        // stands in for was the target of the previous chunk's last prediction, so every token
+        // is scored once.
+        const int32_t fed = restart ? c.bos_token : tokens[static_cast<size_t>(i - 1)];
+        if (Status st = seq->feed({fed}, logits); !st) return st.error();
+        const double nll = token_nll(logits.data(), vocab, tokens[static_cast<size_t>(i)]);
+        nll_all += nll;
+        nll_window += nll;
+        ++out.scored_tokens;
+        if (window.scored++ == 0) window.first = i;
+        window.last = i;
+        if (window.scored == s.window_tokens) {
+            close_window();
+            if (progress) progress(out.scored_tokens, last);
+        }
+    }
+    close_window();
+    out.kv_bytes_peak = std::max(out.kv_bytes_peak, seq->peak_bytes());
+    out.rope_position_max = std::max(out.rope_position_max, seq->rope_position_max());
+    out.tokens_evicted = seq->evicted();
+    if (progress) progress(last, last);
+    out.mean_nll = nll_all / static_cast<double>(out.scored_tokens);
+    out.perplexity = std::exp(out.mean_nll);
+    return out;
 }
 
 double agreement(const std::vector<int32_t>& a, const std::vector<int32_t>& b, int32_t n) {

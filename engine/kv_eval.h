@@ -40,6 +40,43 @@ Result<EvalResult> evaluate(Engine& engine, const std::vector<int32_t>& tokens,
                             const EvalSettings& settings, const KvEvictor* evictor,
                             const std::function<void(int32_t, int32_t)>& progress = {});
 
+// Streaming evaluation (`kvscope eval --stream`): the text fed as decode, one token a step from
+// BOS, with the policy holding the cache to its budget the whole way (StreamingLLM's
+// evaluation), every next-token prediction scored, and the perplexity reported per window of
+// the text so that a climb along it shows. The full cache (no evictor) cannot go past the
+// model's context: it restarts every `full_cache_ctx` tokens, a chunk's first token replaced by
+// BOS as llama-perplexity does (every token is still scored once). The text is all decode, so
+// snapkv would compress after the first token and then keep everything (`eval` refuses it).
+struct StreamSettings {
+    int64_t max_tokens = 0;       // tokens of the text scored; 0: all of it
+    int32_t window_tokens = 256;  // scored tokens per window
+    int32_t full_cache_ctx = 0;   // the full cache's restarts; 0: the model's context
+};
+
+struct StreamWindow {
+    int64_t first = 0, last = 0;  // the window's targets, as token indices of the text (BOS 0)
+    int64_t scored = 0;
+    double perplexity = 0;
+};
+
+struct StreamResult {
+    int64_t scored_tokens = 0;
+    double mean_nll = 0, perplexity = 0;
+    std::vector<StreamWindow> windows;
+    int32_t rope_position_max = -1;  // the largest position RoPE saw (ForwardPhaseTimes)
+    int64_t kv_bytes_peak = 0, tokens_evicted = 0;
+};
+
+// Blocks the engine needs for a streaming evaluation of `text_tokens` tokens (every token's,
+// at most: a policy with a percentage budget keeps a share of all of them).
+int32_t stream_blocks_needed(int64_t text_tokens, int32_t block_size);
+
+// `tokens` starts with BOS. Errors when there is no token after BOS, or a setting is out of
+// range. `progress(done, total)` after each window, in scored tokens.
+Result<StreamResult> evaluate_stream(Engine& engine, const std::vector<int32_t>& tokens,
+                                     const StreamSettings& settings, const KvEvictor* evictor,
+                                     const std::function<void(int64_t, int64_t)>& progress = {});
+
 // Matching prefix of two token lists, as a fraction of `n`.
 double agreement(const std::vector<int32_t>& a, const std::vector<int32_t>& b, int32_t n);
 

@@ -33,7 +33,21 @@ Status parse_kv_budget(const std::string& text, EvictionOptions& out) {
     return {};
 }
 
+Result<PositionMode> parse_position_mode(const std::string& text) {
+    if (text == "cache") return PositionMode::kCache;
+    if (text == "absolute") return PositionMode::kAbsolute;
+    return Error{"--positions " + quote_for_message(text) + " must be cache or absolute"};
+}
+
+const char* position_mode_name(const EvictionOptions& options) {
+    return options.cache_positions() ? "cache" : "absolute";
+}
+
 Status validate_eviction_options(const EvictionOptions& o) {
+    if (o.positions == PositionMode::kCache && o.policy != "streaming")
+        return Error{"--positions cache needs --policy streaming, not " + o.policy +
+                     ": only its sinks and recent window keep a cache whose places can stand in "
+                     "for positions (leave --positions out, or give absolute)"};
     if (!o.active()) return {};
     if (auto p = make_eviction_policy(o.policy); !p) return p.error();
     if (o.budget_tokens <= 0 && o.budget_percent <= 0)
@@ -124,6 +138,7 @@ std::unique_ptr<SequenceLanes> KvEvictor::new_lanes(int32_t n_layers, int32_t n_
     lanes->want_observed = name == "snapkv";
     lanes->want_key_norm = name == "knorm";
     lanes->observe_from = std::max(0, prompt_len - options_.observation);
+    lanes->cache_positions = options_.cache_positions();
     return lanes;
 }
 
@@ -135,6 +150,19 @@ int32_t KvEvictor::budget(int32_t layer, int32_t computed) const {
     // Streaming keeps its sinks whatever the budget; every lane keeps at least one token.
     per_layer = std::max(per_layer, policy_->name() == "streaming" ? options_.sinks + 1 : 1);
     return layer_budgets(per_layer, n_layers_, options_.layer_budget)[static_cast<size_t>(layer)];
+}
+
+int32_t KvEvictor::chunk_within_budget(const SequenceLanes* lanes, int32_t computed,
+                                       int32_t wanted) const {
+    if (!options_.cache_positions() || wanted <= 1) return wanted;
+    int32_t room = wanted;
+    for (int32_t layer = 0; layer < n_layers_; ++layer) {
+        // Streaming keeps the same tokens in every KV head of a layer: its first lane speaks
+        // for the layer. The chunk's last token takes place kept + room - 1, at most the budget.
+        const int32_t kept = lanes ? lanes->lane(layer, 0).valid() : 0;
+        room = std::min(room, budget(layer, computed) + 1 - kept);
+    }
+    return std::max(room, 1);
 }
 
 int64_t KvEvictor::after_step(SequenceLanes& lanes, BlockTable& table, int32_t computed,

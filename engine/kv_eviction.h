@@ -31,6 +31,13 @@
 
 namespace kvscope {
 
+// Where RoPE puts the tokens a policy keeps. kAbsolute: at the position each token had in the
+// text, as without eviction. kCache: at its place among the tokens the lane keeps (sinks at
+// 0..sinks-1, then the window in order), as StreamingLLM does, so RoPE never sees a position
+// past the budget however long the text; only streaming keeps a cache whose places can stand in
+// for positions. kPolicyDefault: kCache for streaming, kAbsolute for the others.
+enum class PositionMode { kPolicyDefault, kAbsolute, kCache };
+
 struct EvictionOptions {
     std::string policy = "none";
     int32_t budget_tokens = 0;  // per lane; 0: budget_percent decides
@@ -40,14 +47,21 @@ struct EvictionOptions {
     int32_t observation = 32;   // snapkv observation window
     LayerBudget layer_budget = LayerBudget::kUniform;
     bool compact = false;  // close holes after each step (token_move events)
+    PositionMode positions = PositionMode::kPolicyDefault;
 
     bool active() const { return policy != "none"; }
+    bool cache_positions() const {
+        return policy == "streaming" && positions != PositionMode::kAbsolute;
+    }
 };
 
 // Reads "--kv-budget" as N tokens or P% (0 < P <= 100); the message names the value.
 Status parse_kv_budget(const std::string& text, EvictionOptions& out);
+// "cache" or "absolute" (--positions); the message names the value.
+Result<PositionMode> parse_position_mode(const std::string& text);
+const char* position_mode_name(const EvictionOptions& options);  // "cache" or "absolute"
 // The options against each other and the model: a budget below sinks + 1, no budget, an
-// unknown policy. Messages name the flag.
+// unknown policy, --positions cache with a policy other than streaming. Messages name the flag.
 Status validate_eviction_options(const EvictionOptions& options);
 
 struct SequenceLanes {
@@ -63,6 +77,9 @@ struct SequenceLanes {
     bool want_accumulated = false, want_current = false, want_observed = false,
          want_key_norm = false;
     int32_t observe_from = 0;  // positions at or past this feed `observed` (snapkv)
+    // RoPE at places in the lane rather than positions (PositionMode::kCache): keys are stored
+    // unrotated and rotated by the forward pass at their rank among the lane's kept tokens.
+    bool cache_positions = false;
     bool compressed_after_prefill = false;
 
     SequenceLanes(int32_t layers, int32_t kv_heads, int32_t block_size);
@@ -110,6 +127,11 @@ class KvEvictor {
                        KvBlockStore& storage, const Reporter& reporter) const;
     // The per-lane budget of `layer` for a sequence of `computed` positions.
     int32_t budget(int32_t layer, int32_t computed) const;
+    // With cache positions: how many of `wanted` tokens a chunk may append so that no lane's
+    // places (the RoPE positions) pass its budget before the policy evicts after the step;
+    // at least 1. A long prompt is then prefilled a budget's worth first and a token a step
+    // after, as StreamingLLM feeds text. Without cache positions: `wanted`.
+    int32_t chunk_within_budget(const SequenceLanes* lanes, int32_t computed, int32_t wanted) const;
 
   private:
     KvEvictor() = default;

@@ -256,6 +256,7 @@ bool Scheduler::try_admit(Sequence& s, int32_t budget, int32_t& scheduled) {
         s.counted_prefix = true;
     }
     int32_t chunk = std::min(total - s.computed, budget);
+    if (options_.evictor) chunk = options_.evictor->chunk_within_budget(nullptr, s.computed, chunk);
     if (chunk <= 0 || !bm.can_grow(s.table, s.computed + chunk)) {
         bm.free(s.table, s.index);
         s.computed = 0;
@@ -291,6 +292,7 @@ bool Scheduler::schedule(ForwardBatch& batch, std::vector<int32_t>& chunk_seq) {
     for (size_t i = 0; i < running_.size() && budget > 0;) {
         Sequence& s = seqs_[static_cast<size_t>(running_[i])];
         int32_t n = std::min(static_cast<int32_t>(s.tokens.size()) - s.computed, budget);
+        if (s.lanes) n = options_.evictor->chunk_within_budget(&*s.lanes, s.computed, n);
         bool self = false;
         if (ensure_room(s, s.slots_used() + n, self)) {
             add_chunk(s, n);

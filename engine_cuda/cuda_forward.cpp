@@ -287,6 +287,11 @@ Status CudaForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
                              ": the CUDA backend does not gather the attention statistics or key "
                              "norms this policy scores by yet; use --policy streaming, or "
                              "--backend cpu"};
+    for (const SequenceChunk& ch : batch.chunks)
+        if (ch.lanes && ch.lanes->cache_positions)
+            return Error{
+                "--positions cache: the CUDA backend rotates keys as it stores them, at "
+                "their positions in the text; use --positions absolute, or --backend cpu"};
     const int n = static_cast<int>(batch.tokens.size());
     const int chunks = static_cast<int>(batch.chunks.size());
     logits.clear();

@@ -28,6 +28,7 @@ struct LiveSettings {
     int sinks = 4;
     std::string layer_budget = "uniform";
     bool compact = false;
+    std::string positions;  // cache | absolute; empty: the policy's default
     std::string kv_dtype = "f32";
     bool record = false;  // keep the session file after the run
     std::string record_path = "kvscope-live.kvs";

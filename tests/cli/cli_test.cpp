@@ -410,6 +410,123 @@ TEST(Cli, EvalComparesSettingsWithTheFullCache) {
     }
 }
 
+// --positions: cache (StreamingLLM's places in the cache) applies to streaming only; with any
+// other policy, or none, it is a usage error in one line on every command taking it.
+TEST(Cli, PositionsCacheIsRefusedWhereItDoesNotApply) {
+    const std::string dir = test::temp_dir();
+    const std::string w = test::write_file(dir + "/w.jsonl", "{\"prompt_ids\":[1,2,3]}\n");
+    const std::string text = test::write_file(dir + "/t.txt", "unused");
+    std::vector<std::vector<std::string>> refused = {
+        {"generate", "--max-tokens", "4", "--positions", "cache"},
+        {"run", "--workload", w, "--positions", "cache", "--policy", "h2o", "--kv-budget", "8"},
+        {"eval", "--text", text, "--positions", "cache"},
+        {"eval", "--text", text, "--positions", "cache,absolute", "--policy", "streaming,tova",
+         "--kv-budget", "16"},
+        {"eval", "--text", text, "--stream", "--positions", "cache", "--policy", "knorm",
+         "--kv-budget", "16"}};
+    for (const char* policy : {"h2o", "snapkv", "tova", "knorm"})
+        refused.push_back({"generate", "--max-tokens", "4", "--policy", policy, "--kv-budget", "16",
+                           "--positions", "cache"});
+    for (const auto& args : refused) {
+        auto r = kvscope(args);
+        EXPECT_EQ(r.exit_code, 2) << args[0] << " " << args[args.size() - 1] << ": " << r.err;
+        EXPECT_NE(r.err.find("--positions cache needs --policy streaming"), std::string::npos)
+            << r.err;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    }
+    auto unknown = kvscope({"generate", "--max-tokens", "4", "--policy", "streaming", "--kv-budget",
+                            "16", "--positions", "relative"});
+    EXPECT_EQ(unknown.exit_code, 2);
+    EXPECT_NE(unknown.err.find("--positions"), std::string::npos) << unknown.err;
+    // Where it applies, both modes run; absolute is accepted with every policy.
+    for (const char* mode : {"cache", "absolute"}) {
+        auto ok = kvscope({"generate", "--prompt-ids", "1 2 3", "--max-tokens", "40", "--print-ids",
+                           "--policy", "streaming", "--kv-budget", "16", "--positions", mode,
+                           "--threads", "1"});
+        EXPECT_EQ(ok.exit_code, 0) << mode << ": " << ok.err;
+    }
+    auto h2o = kvscope({"generate", "--max-tokens", "4", "--policy", "h2o", "--kv-budget", "16",
+                        "--positions", "absolute"});
+    EXPECT_EQ(h2o.exit_code, 0) << h2o.err;
+}
+
+// `eval --stream`: the text fed token by token past the model's context, perplexity per window
+// for each setting (a row per window, a column per setting) and for the whole text.
+TEST(Cli, EvalStreamReportsPerplexityPerWindow) {
+    std::string dir = test::temp_dir();
+    auto text = kvscope({"generate", "--prompt", "And God said,", "--max-tokens", "300",
+                         "--temperature", "0.8", "--seed", "3"});
+    ASSERT_EQ(text.exit_code, 0) << text.err;
+    std::string file = test::write_file(dir + "/text.txt", text.out + text.out);
+    const std::vector<std::string> stream = {"eval",
+                                             "--text",
+                                             file,
+                                             "--stream",
+                                             "--max-tokens",
+                                             "200",
+                                             "--window-tokens",
+                                             "50",
+                                             "--policy",
+                                             "streaming",
+                                             "--kv-budget",
+                                             "32",
+                                             "--positions",
+                                             "cache,absolute",
+                                             "--threads",
+                                             "1"};
+    auto table = kvscope(stream);
+    ASSERT_EQ(table.exit_code, 0) << table.err;
+    for (const char* line :
+         {"tokens ", "none full f32", "streaming 32 f32 cache", "streaming 32 f32 absolute",
+          "\n1-50 ", "\n51-100 ", "\n101-150 ", "\n151-200 ", "\nall ", "\nrope_position_max "})
+        EXPECT_NE(table.out.find(line), std::string::npos) << line << " in\n" << table.out;
+    EXPECT_EQ(table.out.find("\n201-"), std::string::npos) << table.out;
+
+    std::vector<std::string> json = stream;
+    json.push_back("--json");
+    auto r = kvscope(json);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto rows = nlohmann::json::parse(r.out);
+    ASSERT_EQ(rows.size(), 3u);
+    EXPECT_EQ(rows[0]["policy"], "none");
+    EXPECT_EQ(rows[1]["positions"], "cache");
+    EXPECT_EQ(rows[2]["positions"], "absolute");
+    for (const auto& row : rows) {
+        EXPECT_EQ(row["scored_tokens"], 200) << row.dump();
+        ASSERT_EQ(row["windows"].size(), 4u) << row.dump();
+        EXPECT_EQ(row["windows"][3]["last"], 200);
+        EXPECT_GT(row["perplexity"].get<double>(), 1.0);
+    }
+    EXPECT_LE(rows[1]["rope_position_max"].get<int>(), 32);
+    EXPECT_EQ(rows[2]["rope_position_max"], 199);
+    EXPECT_GT(rows[1]["tokens_evicted"].get<int64_t>(), 0);
+
+    // Bad inputs: one line each; a file that cannot be scored is an error (1), a bad value or
+    // a flag without --stream a usage error (2).
+    const std::string empty = test::write_file(dir + "/empty.txt", "");
+    struct Case {
+        std::vector<std::string> args;
+        int exit_code;
+    };
+    for (const Case& c :
+         {Case{{"--text", dir + "/missing.txt", "--stream"}, 1},
+          Case{{"--text", empty, "--stream"}, 1},
+          Case{{"--text", file, "--stream", "--max-tokens", "0"}, 2},
+          Case{{"--text", file, "--stream", "--max-tokens", "-5"}, 2},
+          Case{{"--text", file, "--stream", "--window-tokens", "0"}, 2},
+          Case{{"--text", file, "--max-tokens", "100"}, 2},
+          Case{{"--text", file, "--window-tokens", "100"}, 2},
+          Case{{"--text", file, "--stream", "--chunks", "2"}, 2},
+          Case{{"--text", file, "--stream", "--policy", "snapkv", "--kv-budget", "16"}, 2},
+          Case{{"--text", file, "--stream", "--ctx", "100000"}, 1}}) {
+        std::vector<std::string> args = {"eval"};
+        args.insert(args.end(), c.args.begin(), c.args.end());
+        auto b = kvscope(args);
+        EXPECT_EQ(b.exit_code, c.exit_code) << c.args.back() << ": " << b.err;
+        EXPECT_EQ(std::count(b.err.begin(), b.err.end(), '\n'), 1) << b.err;
+    }
+}
+
 // The eviction flags of generate and run: bad values are usage errors naming the flag.
 TEST(Cli, EvictionFlagsRefuseWhatCannotWork) {
     struct Case {

@@ -4,13 +4,17 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
+#include "engine/cpu_ops.h"
 #include "engine/engine.h"
 #include "engine/generate.h"
+#include "engine/kv_eval.h"
 #include "engine/kv_eviction.h"
 #include "engine/model_loader.h"
+#include "engine/scheduler.h"
 #include "test_support.h"
 
 namespace kvscope {
@@ -250,6 +254,184 @@ TEST(KvEviction, AStepWithoutCompactionVisitsWhatTheBudgetKeepsNotThePosition) {
     EXPECT_LE(slots, lanes * 4 * 16) << pos;
 }
 
+// Cache positions (StreamingLLM): while nothing is evicted a token's place in the cache is its
+// position, so either mode gives the full cache's tokens; once the window moves on the modes
+// differ, or --positions would change nothing.
+TEST(KvEvictionPositions, StreamingWithinItsBudgetGivesTheFullCacheTokensInBothModes) {
+    const Generated none = run({}, 60);
+    ASSERT_EQ(none.ids.size(), 60u);
+    for (PositionMode mode : {PositionMode::kCache, PositionMode::kAbsolute}) {
+        EvictionOptions o = policy("streaming", 512);
+        o.positions = mode;
+        EXPECT_EQ(run(o, 60).ids, none.ids) << (mode == PositionMode::kCache ? "cache" : "abs");
+        o.budget_tokens = 0;
+        o.budget_percent = 100;
+        EXPECT_EQ(run(o, 60).ids, none.ids) << "at 100%";
+    }
+    EvictionOptions cache = policy("streaming", 16), absolute = policy("streaming", 16);
+    absolute.positions = PositionMode::kAbsolute;
+    EXPECT_NE(run(cache, 120).ids, run(absolute, 120).ids);
+}
+
+// Whatever is scored through, compaction moving tokens out of position order included: places
+// are ranks by position, so a compacted cache gives the tokens of one with holes.
+TEST(KvEvictionPositions, CompactionDoesNotChangeThePlaces) {
+    EvictionOptions holes = policy("streaming", 20), compacted = policy("streaming", 20);
+    compacted.compact = true;
+    EXPECT_EQ(run(holes, 100).ids, run(compacted, 100).ids);
+}
+
+// Why places can stand in for positions: RoPE makes a query-key score a function of their
+// distance, so shifting the window's keys and the query down by the same amount (what a place
+// does to them) leaves every score among them as it was; only the sinks' distances change. On
+// hand-made numbers, both rotation styles.
+TEST(KvEvictionPositions, RopeScoresDependOnlyOnTheDistance) {
+    constexpr int kHeadDim = 8;
+    std::vector<float> inv_freq(kHeadDim / 2);
+    for (int i = 0; i < kHeadDim / 2; ++i)
+        inv_freq[static_cast<size_t>(i)] = 1.0f / std::pow(10000.0f, 2.0f * i / kHeadDim);
+    const float q[kHeadDim] = {0.5f, -1.25f, 2.0f, 0.75f, -0.5f, 1.5f, -2.25f, 1.0f};
+    const float k[kHeadDim] = {1.0f, 0.25f, -0.75f, 2.5f, 0.5f, -1.0f, 1.75f, -0.25f};
+    auto score = [&](int query_at, int key_at, RopeStyle style) {
+        float qr[kHeadDim], kr[kHeadDim], cs[kHeadDim];
+        std::copy_n(q, kHeadDim, qr);
+        std::copy_n(k, kHeadDim, kr);
+        rope_angles(query_at, inv_freq.data(), kHeadDim / 2, cs);
+        rope_rotate(qr, kHeadDim, cs, style);
+        rope_angles(key_at, inv_freq.data(), kHeadDim / 2, cs);
+        rope_rotate(kr, kHeadDim, cs, style);
+        double sum = 0;
+        for (int i = 0; i < kHeadDim; ++i)
+            sum += static_cast<double>(qr[i]) * kr[i];
+        return sum;
+    };
+    for (RopeStyle style : {RopeStyle::kAdjacentPairs, RopeStyle::kHalfSplit}) {
+        // Text positions 5000 (query) and 4990 (a window key) as places 256 and 246.
+        EXPECT_NEAR(score(5000, 4990, style), score(256, 246, style), 5e-3);
+        EXPECT_NEAR(score(300, 299, style), score(1, 0, style), 1e-4);
+        // A sink at 0: distance 5000 in the text, 256 in the cache; not the same score.
+        EXPECT_GT(std::abs(score(5000, 0, style) - score(256, 0, style)), 0.1)
+            << score(5000, 0, style) << " " << score(256, 0, style) << " "
+            << score(5000, 4990, style) - score(256, 246, style);
+    }
+}
+
+// The largest position RoPE saw in each step of a request whose prompt is longer than the
+// budget, served by the scheduler: with cache positions never past the budget (the prompt is
+// prefilled a budget's worth first, then a token a step), with absolute ones the last position.
+int32_t largest_rope_position(PositionMode mode, int32_t budget, int32_t* generated) {
+    EngineOptions eo;
+    eo.threads = 1;
+    auto engine = Engine::create(bundled(), eo);
+    EXPECT_TRUE(engine.ok());
+    EvictionOptions o = policy("streaming", budget);
+    o.positions = mode;
+    auto evictor = KvEvictor::create(o, bundled()->config.n_layers);
+    EXPECT_TRUE(evictor.ok());
+    ServingOptions so;
+    so.evictor = std::move(evictor).value();
+    Request r;
+    r.id = "long";
+    std::string text;
+    for (int i = 0; i < 4; ++i)
+        text +=
+            "In the beginning God created the heaven and the earth. And the earth was "
+            "without form, and void; ";
+    r.prompt = bundled()->tokenizer->encode(text, true);
+    EXPECT_GT(static_cast<int32_t>(r.prompt.size()), 3 * budget);
+    r.max_tokens = 40;
+    Scheduler scheduler(**engine, so, {r});
+    int32_t largest = -1;
+    *generated = 0;
+    scheduler.set_token_callback([&](const Sequence&, int32_t) { ++*generated; });
+    while (scheduler.step())
+        largest = std::max(largest, (*engine)->forward().last_phase_times().rope_position_max);
+    EXPECT_TRUE(scheduler.error().ok());
+    return largest;
+}
+
+TEST(KvEvictionPositions, CachePositionsNeverPassTheBudget) {
+    int32_t generated = 0;
+    EXPECT_LE(largest_rope_position(PositionMode::kCache, 24, &generated), 24);
+    EXPECT_EQ(generated, 40);
+    EXPECT_GT(largest_rope_position(PositionMode::kAbsolute, 24, &generated), 3 * 24);
+    EXPECT_EQ(generated, 40);
+}
+
+std::vector<int32_t> long_text_tokens(int repeats) {
+    std::string text;
+    for (int i = 0; i < repeats; ++i)
+        text +=
+            "And God said, Let there be light: and there was light. And God saw the light, "
+            "that it was good: and God divided the light from the darkness.\n";
+    return bundled()->tokenizer->encode(text, true);
+}
+
+Result<StreamResult> stream(const EvictionOptions& o, const std::vector<int32_t>& tokens,
+                            const StreamSettings& settings) {
+    EngineOptions eo;
+    eo.threads = 1;
+    eo.num_blocks = stream_blocks_needed(static_cast<int64_t>(tokens.size()), eo.block_size);
+    auto engine = Engine::create(bundled(), eo);
+    EXPECT_TRUE(engine.ok());
+    std::unique_ptr<KvEvictor> evictor;
+    if (o.active()) evictor = std::move(KvEvictor::create(o, bundled()->config.n_layers)).value();
+    return evaluate_stream(**engine, tokens, settings, evictor.get());
+}
+
+// --stream: every token of the text scored once, windows of the asked size, RoPE held to the
+// budget with cache positions and to the context by the full cache's restarts.
+TEST(KvEvictionStream, ScoresEveryTokenOncePerWindowWithinTheBudget) {
+    const std::vector<int32_t> tokens = long_text_tokens(12);
+    ASSERT_GT(tokens.size(), 300u);
+    StreamSettings s;
+    s.max_tokens = 300;
+    s.window_tokens = 64;
+    s.full_cache_ctx = 128;
+    auto full = stream({}, tokens, s);
+    ASSERT_TRUE(full.ok()) << full.error().message;
+    EXPECT_EQ(full->scored_tokens, 300);
+    ASSERT_EQ(full->windows.size(), 5u);  // 64 x 4 and 44
+    EXPECT_EQ(full->windows[0].first, 1);
+    EXPECT_EQ(full->windows[0].last, 64);
+    EXPECT_EQ(full->windows[4].scored, 300 - 4 * 64);
+    EXPECT_EQ(full->windows[4].last, 300);
+    EXPECT_LE(full->rope_position_max, 127);
+    EXPECT_EQ(full->tokens_evicted, 0);
+
+    EvictionOptions cache = policy("streaming", 32), absolute = cache;
+    absolute.positions = PositionMode::kAbsolute;
+    auto at_places = stream(cache, tokens, s);
+    auto at_positions = stream(absolute, tokens, s);
+    ASSERT_TRUE(at_places.ok() && at_positions.ok());
+    EXPECT_LE(at_places->rope_position_max, 32);
+    EXPECT_EQ(at_positions->rope_position_max, 299);
+    EXPECT_GT(at_places->tokens_evicted, 0);
+    EXPECT_NE(at_places->perplexity, at_positions->perplexity);
+    for (const auto* r : {&*at_places, &*at_positions}) {
+        EXPECT_EQ(r->scored_tokens, 300);
+        EXPECT_EQ(r->windows.size(), 5u);
+        EXPECT_TRUE(std::isfinite(r->perplexity) && r->perplexity > 1);
+    }
+    // Within the context and the budget nothing restarts or is evicted: the same numbers.
+    s.max_tokens = 100;
+    s.full_cache_ctx = 512;
+    EvictionOptions roomy = policy("streaming", 512);
+    auto a = stream({}, tokens, s), b = stream(roomy, tokens, s);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->perplexity, b->perplexity);
+}
+
+TEST(KvEvictionStream, BadSettingsAreRefused) {
+    StreamSettings s;
+    EXPECT_FALSE(stream({}, {bundled()->config.bos_token}, s).ok());  // nothing to score
+    s.window_tokens = 0;
+    EXPECT_FALSE(stream({}, long_text_tokens(1), s).ok());
+    s.window_tokens = 8;
+    s.full_cache_ctx = 100000;
+    EXPECT_FALSE(stream({}, long_text_tokens(1), s).ok());
+}
+
 TEST(KvEviction, BadOptionsAreRefusedNamingTheFlag) {
     EvictionOptions o;
     EXPECT_FALSE(parse_kv_budget("0", o).ok());
@@ -270,6 +452,21 @@ TEST(KvEviction, BadOptionsAreRefusedNamingTheFlag) {
     auto unknown = validate_eviction_options(policy("lfu", 10));
     ASSERT_FALSE(unknown.ok());
     EXPECT_NE(unknown.error().message.find("unknown eviction policy 'lfu'"), std::string::npos);
+    // Cache positions stand in for positions only under streaming.
+    for (const char* name : {"none", "h2o", "snapkv", "tova", "knorm"}) {
+        EvictionOptions p = policy(name, 10);
+        p.positions = PositionMode::kCache;
+        auto refused = validate_eviction_options(p);
+        ASSERT_FALSE(refused.ok()) << name;
+        EXPECT_NE(refused.error().message.find("--positions cache needs --policy streaming"),
+                  std::string::npos)
+            << refused.error().message;
+        p.positions = PositionMode::kAbsolute;
+        EXPECT_TRUE(validate_eviction_options(p).ok()) << name;
+        EXPECT_FALSE(p.cache_positions());
+    }
+    EXPECT_TRUE(policy("streaming", 10).cache_positions());
+    EXPECT_FALSE(parse_position_mode("relative").ok());
 }
 
 }  // namespace

@@ -363,6 +363,7 @@ TEST(CudaForward, StreamingEvictionGivesTheCpuTokens) {
         ev.budget_tokens = 24;
         ev.sinks = 4;
         ev.compact = compact;
+        ev.positions = PositionMode::kAbsolute;  // cache positions are refused on CUDA
         auto made = KvEvictor::create(ev, bundled()->config.n_layers);
         ASSERT_TRUE(made.ok()) << made.error().message;
         std::shared_ptr<const KvEvictor> evictor = std::move(made).value();
@@ -401,6 +402,26 @@ TEST(CudaForward, PoliciesNeedingStatisticsAreRefused) {
     auto stats = generate(*e, req, [](int32_t) {});
     ASSERT_FALSE(stats.ok());
     EXPECT_EQ(stats.error().message.rfind("--policy h2o: the CUDA backend does not gather", 0), 0u)
+        << stats.error().message;
+}
+
+// Streaming's default, cache positions, needs keys stored unrotated: refused in one line.
+TEST(CudaForward, CachePositionsAreRefused) {
+    KVSCOPE_REQUIRE_CUDA_DEVICE();
+    EvictionOptions ev;
+    ev.policy = "streaming";
+    ev.budget_tokens = 24;
+    auto evictor = KvEvictor::create(ev, bundled()->config.n_layers);
+    ASSERT_TRUE(evictor.ok());
+    auto e = engine(true);
+    GenerateRequest req;
+    req.prompt = encode(kPrompts[0]);
+    req.max_tokens = 4;
+    req.evictor = std::move(evictor).value();
+    auto stats = generate(*e, req, [](int32_t) {});
+    ASSERT_FALSE(stats.ok());
+    EXPECT_EQ(stats.error().message.rfind("--positions cache: the CUDA backend rotates keys", 0),
+              0u)
         << stats.error().message;
 }
 
