@@ -2,6 +2,7 @@
 // budget, KV dtype), the full cache first: perplexity of held-out text scored as decode under
 // the setting, agreement of its greedy tokens with the full cache's, the most K/V bytes one
 // sequence held, and the tokens evicted.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -9,6 +10,7 @@
 #include "app/backend_flag.h"
 #include "app/commands.h"
 #include "app/data_paths.h"
+#include "app/eviction_flags.h"
 #include "app/matmul_flag.h"
 #include "app/progress_line.h"
 #include "app/text_file.h"
@@ -29,8 +31,10 @@ struct EvalOptions {
     std::string dtypes = "f32";
     int32_t sinks = 4;
     int32_t window = -1;
+    std::string window_aggregate = "max";
     std::string layer_budget = "uniform";
-    bool compact = false;
+    bool compact = false;     // --compact: the default, accepted for scripts written for it
+    bool no_compact = false;  // --no-compact: keep the holes
     int32_t threads = 0;
     MatmulMode matmul = MatmulMode::kExact;
     Backend backend = Backend::kCpu;
@@ -63,6 +67,8 @@ struct Row {
 Result<std::vector<Row>> plan_rows(const EvalOptions& o) {
     std::vector<Row> rows;
     rows.push_back({"none", "full", "f32", {}, {}, 1.0});
+    auto aggregate = parse_window_aggregate(o.window_aggregate);
+    if (!aggregate) return aggregate.error();
     auto dtypes = split_list("--kv-dtype", o.dtypes);
     auto policies = split_list("--policy", o.policies);
     auto budgets = split_list("--kv-budget", o.budgets);
@@ -71,8 +77,8 @@ Result<std::vector<Row>> plan_rows(const EvalOptions& o) {
     for (const std::string& dtype : *dtypes) {
         auto parsed = parse_kv_dtype(dtype);
         if (!parsed) return Error{"--kv-dtype: " + parsed.error().message};
-        if (o.compact && *parsed == KvDtype::kInt4)
-            return Error{"--compact cannot move int4 keys: they are quantized together per block"};
+        auto compact = compaction_for(o.compact, o.no_compact, *parsed);
+        if (!compact) return compact.error();
         for (const std::string& policy : *policies) {
             if (policy == "none") {  // the full cache; in f32 it is the first row already
                 if (dtype != "f32") rows.push_back({"none", "full", dtype, {}, {}, 0.0});
@@ -83,7 +89,8 @@ Result<std::vector<Row>> plan_rows(const EvalOptions& o) {
                 r.eviction.policy = policy;
                 r.eviction.sinks = o.sinks;
                 r.eviction.window = o.window;
-                r.eviction.compact = o.compact;
+                r.eviction.window_aggregate = *aggregate;
+                r.eviction.compact = *compact;
                 r.eviction.layer_budget =
                     o.layer_budget == "pyramid" ? LayerBudget::kPyramid : LayerBudget::kUniform;
                 if (Status s = parse_kv_budget(budget, r.eviction); !s) return s.error();
@@ -144,6 +151,13 @@ int run_eval(const EvalOptions& o) {
                  "kvscope eval: %s, %d chunks of %d tokens (%lld scored), %d greedy tokens each\n",
                  terminal_safe(o.text).c_str(), first.chunks, o.settings.ctx,
                  static_cast<long long>(first.scored_tokens), o.settings.agree_tokens);
+    if (!o.no_compact && std::any_of(rows->begin(), rows->end(), [](const Row& r) {
+            return r.eviction.active() && r.dtype == "int4";
+        }))
+        std::fprintf(stderr,
+                     "kvscope eval: note: int4 rows keep their holes (int4 keys are quantized "
+                     "together per block and cannot move), so their kv_bytes_peak counts the "
+                     "blocks the holes keep\n");
     if (o.json) {
         nlohmann::json out = nlohmann::json::array();
         for (const Row& r : *rows)
@@ -192,12 +206,15 @@ Command register_eval(CLI::App& cli) {
     sub->add_option("--sinks", o->sinks, "streaming: first tokens always kept")
         ->check(CLI::Range(0, 1 << 20))
         ->capture_default_str();
-    sub->add_option("--window", o->window, "h2o / snapkv: recent tokens always kept")
-        ->check(CLI::Range(0, 1 << 20));
+    sub->add_option("--window", o->window, kWindowHelp)->check(CLI::Range(0, 1 << 20));
+    sub->add_option("--window-aggregate", o->window_aggregate, kWindowAggregateHelp)
+        ->check(CLI::IsMember({"max", "sum"}))
+        ->capture_default_str();
     sub->add_option("--layer-budget", o->layer_budget, "uniform | pyramid")
         ->check(CLI::IsMember({"uniform", "pyramid"}))
         ->capture_default_str();
-    sub->add_flag("--compact", o->compact, "Close holes after each step");
+    sub->add_flag("--no-compact", o->no_compact, kNoCompactHelp);
+    sub->add_flag("--compact", o->compact, kCompactHelp);
     sub->add_option("--threads", o->threads, "Worker threads (0 = all cores)")
         ->check(CLI::Range(0, 1024))
         ->capture_default_str();

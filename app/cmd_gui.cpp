@@ -81,7 +81,7 @@ int run_gui(GuiOptions& o) {
     s.kv_budget = o.serving.eviction.kv_budget;
     s.sinks = o.serving.eviction.sinks;
     s.layer_budget = o.serving.eviction.layer_budget;
-    s.compact = o.serving.eviction.compact;
+    s.compact = !o.serving.eviction.no_compact;
     s.kv_dtype = o.serving.eviction.kv_dtype;
     s.record = o.record;
     s.record_path = o.record_path;

@@ -17,7 +17,9 @@ EvictionFlags eviction_flags(const LiveSettings& s) {
     f.kv_budget = s.kv_budget;
     f.sinks = s.sinks;
     f.layer_budget = s.layer_budget;
-    f.compact = s.compact;
+    // The checkbox is what the window wishes (int4 keeps its holes whatever it says); with no
+    // policy there are no holes, and --no-compact would be refused.
+    f.no_compact = s.policy != "none" && !s.compact;
     f.kv_dtype = s.kv_dtype;
     return f;
 }

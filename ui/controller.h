@@ -27,7 +27,7 @@ struct LiveSettings {
     std::string kv_budget;  // "N" tokens or "P%"
     int sinks = 4;
     std::string layer_budget = "uniform";
-    bool compact = false;
+    bool compact = true;  // close the policy's holes after each step (int4 cannot: it keeps them)
     std::string kv_dtype = "f32";
     bool record = false;  // keep the session file after the run
     std::string record_path = "kvscope-live.kvs";
