@@ -16,6 +16,8 @@ EvictionFlags eviction_flags(const LiveSettings& s) {
     f.policy = s.policy;
     f.kv_budget = s.kv_budget;
     f.sinks = s.sinks;
+    f.window = s.window;
+    f.window_aggregate = s.window_aggregate;
     f.layer_budget = s.layer_budget;
     // The checkbox is what the window wishes (int4 keeps its holes whatever it says); with no
     // policy there are no holes, and --no-compact would be refused.
