@@ -372,11 +372,11 @@ TEST(Cli, EvalComparesSettingsWithTheFullCache) {
     ASSERT_EQ(text.exit_code, 0) << text.err;
     std::string file = test::write_file(dir + "/text.txt", text.out + text.out);
     auto r = kvscope({"eval", "--text", file, "--ctx", "96", "--agree-tokens", "12", "--chunks",
-                      "3", "--policy", "none,streaming,h2o", "--kv-budget", "25%,100%", "--compact",
-                      "--json"});
+                      "3", "--policy", "none,streaming,h2o,morphkv", "--kv-budget", "25%,100%",
+                      "--compact", "--json"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     auto rows = nlohmann::json::parse(r.out);
-    ASSERT_EQ(rows.size(), 5u);
+    ASSERT_EQ(rows.size(), 7u);
     EXPECT_EQ(rows[0]["policy"], "none");
     EXPECT_EQ(rows[0]["kv_budget"], "full");
     EXPECT_EQ(rows[0]["agreement"], 1.0);
