@@ -11,6 +11,7 @@
 #include "app/backend_flag.h"
 #include "app/commands.h"
 #include "app/data_paths.h"
+#include "app/eviction_flags.h"
 #include "app/matmul_flag.h"
 #include "app/progress_line.h"
 #include "app/text_file.h"
@@ -31,9 +32,11 @@ struct EvalOptions {
     std::string dtypes = "f32";
     int32_t sinks = 4;
     int32_t window = -1;
+    std::string window_aggregate = "max";
     std::string layer_budget = "uniform";
-    bool compact = false;
-    std::string positions;  // comma separated; empty: each policy's default
+    bool compact = false;     // --compact: the default, accepted for scripts written for it
+    bool no_compact = false;  // --no-compact: keep the holes
+    std::string positions;    // comma separated; empty: each policy's default
     bool stream = false;
     StreamSettings stream_settings;
     bool ctx_given = false;
@@ -102,6 +105,8 @@ Result<std::vector<PositionMode>> plan_positions(const EvalOptions& o,
 Result<std::vector<Row>> plan_rows(const EvalOptions& o) {
     std::vector<Row> rows;
     rows.push_back({"none", "full", "f32", {}, {}, 1.0, {}});
+    auto aggregate = parse_window_aggregate(o.window_aggregate);
+    if (!aggregate) return aggregate.error();
     auto dtypes = split_list("--kv-dtype", o.dtypes);
     auto policies = split_list("--policy", o.policies);
     auto budgets = split_list("--kv-budget", o.budgets);
@@ -112,8 +117,8 @@ Result<std::vector<Row>> plan_rows(const EvalOptions& o) {
     for (const std::string& dtype : *dtypes) {
         auto parsed = parse_kv_dtype(dtype);
         if (!parsed) return Error{"--kv-dtype: " + parsed.error().message};
-        if (o.compact && *parsed == KvDtype::kInt4)
-            return Error{"--compact cannot move int4 keys: they are quantized together per block"};
+        auto compact = compaction_for(o.compact, o.no_compact, *parsed);
+        if (!compact) return compact.error();
         for (const std::string& policy : *policies) {
             if (o.stream && policy == "snapkv")
                 return Error{
@@ -134,7 +139,8 @@ Result<std::vector<Row>> plan_rows(const EvalOptions& o) {
                     r.eviction.policy = policy;
                     r.eviction.sinks = o.sinks;
                     r.eviction.window = o.window;
-                    r.eviction.compact = o.compact;
+                    r.eviction.window_aggregate = *aggregate;
+                    r.eviction.compact = *compact;
                     r.eviction.positions = mode;
                     r.eviction.layer_budget =
                         o.layer_budget == "pyramid" ? LayerBudget::kPyramid : LayerBudget::kUniform;
@@ -300,6 +306,13 @@ int run_eval(EvalOptions o) {
         row.agreement = agree / static_cast<double>(row.result.greedy.size());
     }
     progress.clear();
+    if (!o.no_compact && std::any_of(rows->begin(), rows->end(), [](const Row& r) {
+            return r.eviction.active() && r.dtype == "int4";
+        }))
+        std::fprintf(stderr,
+                     "kvscope eval: note: int4 rows keep their holes (int4 keys are quantized "
+                     "together per block and cannot move), so their kv_bytes_peak counts the "
+                     "blocks the holes keep\n");
     return o.stream ? print_stream(o, *rows, static_cast<int64_t>(tokens.size()))
                     : print_chunks(o, *rows);
 }
@@ -334,12 +347,15 @@ Command register_eval(CLI::App& cli) {
     sub->add_option("--sinks", o->sinks, "streaming: first tokens always kept")
         ->check(CLI::Range(0, 1 << 20))
         ->capture_default_str();
-    sub->add_option("--window", o->window, "h2o / snapkv: recent tokens always kept")
-        ->check(CLI::Range(0, 1 << 20));
+    sub->add_option("--window", o->window, kWindowHelp)->check(CLI::Range(0, 1 << 20));
+    sub->add_option("--window-aggregate", o->window_aggregate, kWindowAggregateHelp)
+        ->check(CLI::IsMember({"max", "sum"}))
+        ->capture_default_str();
     sub->add_option("--layer-budget", o->layer_budget, "uniform | pyramid")
         ->check(CLI::IsMember({"uniform", "pyramid"}))
         ->capture_default_str();
-    sub->add_flag("--compact", o->compact, "Close holes after each step");
+    sub->add_flag("--no-compact", o->no_compact, kNoCompactHelp);
+    sub->add_flag("--compact", o->compact, kCompactHelp);
     sub->add_option("--positions", o->positions,
                     "streaming: where RoPE puts the kept tokens, comma separated: cache (their "
                     "places in the cache, StreamingLLM; the default) | absolute");

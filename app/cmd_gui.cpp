@@ -80,9 +80,11 @@ int run_gui(GuiOptions& o) {
     s.policy = o.serving.eviction.policy;
     s.kv_budget = o.serving.eviction.kv_budget;
     s.sinks = o.serving.eviction.sinks;
+    s.window = o.serving.eviction.window;
+    s.window_aggregate = o.serving.eviction.window_aggregate;
     s.layer_budget = o.serving.eviction.layer_budget;
     s.positions = o.serving.eviction.positions;
-    s.compact = o.serving.eviction.compact;
+    s.compact = !o.serving.eviction.no_compact;
     s.kv_dtype = o.serving.eviction.kv_dtype;
     s.record = o.record;
     s.record_path = o.record_path;

@@ -2,7 +2,44 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/terminal_text.h"
+
 namespace kvscope::app {
+
+const char* const kWindowHelp =
+    "h2o / snapkv / morphkv: recent tokens always kept (default: half the budget for h2o, the "
+    "32-token observation window for snapkv, 32 but at most half the budget for morphkv, whose "
+    "window's queries rank the older tokens)";
+const char* const kWindowAggregateHelp =
+    "morphkv: an older token's score from the window's queries: max (the most attention any one "
+    "gave it; MorphKV's choice for long responses) or sum (its choice for long inputs)";
+const char* const kNoCompactHelp =
+    "Keep a policy's holes instead of moving kept tokens into them after each step (to look at "
+    "them in the block map); they keep most blocks allocated. int4 always keeps them";
+const char* const kCompactHelp =
+    "Close a policy's holes after each step: the default now, accepted so that scripts keep "
+    "working";
+
+Result<WindowAggregate> parse_window_aggregate(const std::string& text) {
+    if (text == "max") return WindowAggregate::kMax;
+    if (text == "sum") return WindowAggregate::kSum;
+    return Error{"--window-aggregate " + quote_for_message(text) + " must be max or sum"};
+}
+
+Result<bool> compaction_for(bool compact, bool no_compact, KvDtype dtype) {
+    if (compact && no_compact)
+        return Error{
+            "--compact and --no-compact contradict each other: compaction is the "
+            "default, give --no-compact alone to keep the holes"};
+    if (compact && dtype == KvDtype::kInt4)
+        return Error{"--compact cannot move int4 keys: they are quantized together per block"};
+    return !no_compact && dtype != KvDtype::kInt4;
+}
+
+bool EvictionFlags::compacts() const {
+    auto d = parse_kv_dtype(kv_dtype);
+    return d && !no_compact && *d != KvDtype::kInt4;
+}
 
 Result<EvictionOptions> EvictionFlags::options() const {
     EvictionOptions o;
@@ -10,7 +47,6 @@ Result<EvictionOptions> EvictionFlags::options() const {
     o.sinks = sinks;
     o.window = window;
     o.layer_budget = layer_budget == "pyramid" ? LayerBudget::kPyramid : LayerBudget::kUniform;
-    o.compact = compact;
     if (!positions.empty()) {
         auto mode = parse_position_mode(positions);
         if (!mode) return mode.error();
@@ -18,12 +54,19 @@ Result<EvictionOptions> EvictionFlags::options() const {
     }
     if (compact && !o.active())
         return Error{"--compact needs a --policy: with none there are no holes to close"};
+    if (no_compact && !o.active())
+        return Error{"--no-compact needs a --policy: with none there are no holes to keep"};
+    auto aggregate = parse_window_aggregate(window_aggregate);
+    if (!aggregate) return aggregate.error();
+    o.window_aggregate = *aggregate;
     if (!kv_budget.empty()) {
         if (!o.active()) return Error{"--kv-budget needs a --policy to keep the cache within it"};
         if (Status s = parse_kv_budget(kv_budget, o); !s) return s.error();
     }
     if (Status s = validate_eviction_options(o); !s) return s.error();
-    if (auto d = dtype(); !d) return d.error();
+    auto d = dtype();
+    if (!d) return d.error();
+    o.compact = *compaction_for(compact, no_compact, *d);
     return o;
 }
 
@@ -33,8 +76,9 @@ nlohmann::json EvictionFlags::to_json() const {
         {"kv_budget", kv_budget},
         {"sinks", sinks},
         {"window", window},
+        {"window_aggregate", window_aggregate},
         {"layer_budget", layer_budget},
-        {"compact", compact},
+        {"compact", compacts()},
         // What RoPE did, also when the policy's default chose it.
         {"positions",
          positions.empty() ? (policy == "streaming" ? "cache" : "absolute") : positions},
@@ -44,8 +88,7 @@ nlohmann::json EvictionFlags::to_json() const {
 Result<KvDtype> EvictionFlags::dtype() const {
     auto d = parse_kv_dtype(kv_dtype);
     if (!d) return d.error();
-    if (compact && *d == KvDtype::kInt4)
-        return Error{"--compact cannot move int4 keys: they are quantized together per block"};
+    if (auto c = compaction_for(compact, no_compact, *d); !c) return c.error();
     return d;
 }
 
@@ -63,7 +106,7 @@ void add_eviction_flags(CLI::App& sub, EvictionFlags& f) {
     for (const std::string& p : eviction_policy_names())
         policies.push_back(p);
     sub.add_option("--policy", f.policy,
-                   "Token eviction: none | streaming | h2o | snapkv | tova | knorm")
+                   "Token eviction: none | streaming | h2o | snapkv | tova | knorm | morphkv")
         ->check(CLI::IsMember(policies))
         ->capture_default_str();
     sub.add_option("--kv-budget", f.kv_budget,
@@ -71,10 +114,10 @@ void add_eviction_flags(CLI::App& sub, EvictionFlags& f) {
     sub.add_option("--sinks", f.sinks, "streaming: first tokens always kept")
         ->check(CLI::Range(0, 1 << 20))
         ->capture_default_str();
-    sub.add_option("--window", f.window,
-                   "h2o / snapkv: recent tokens always kept (default: half the budget for h2o, "
-                   "the 32-token observation window for snapkv)")
-        ->check(CLI::Range(0, 1 << 20));
+    sub.add_option("--window", f.window, kWindowHelp)->check(CLI::Range(0, 1 << 20));
+    sub.add_option("--window-aggregate", f.window_aggregate, kWindowAggregateHelp)
+        ->check(CLI::IsMember({"max", "sum"}))
+        ->capture_default_str();
     sub.add_option("--layer-budget", f.layer_budget,
                    "uniform, or pyramid (lower layers keep more; the same total)")
         ->check(CLI::IsMember({"uniform", "pyramid"}))
@@ -89,9 +132,8 @@ void add_eviction_flags(CLI::App& sub, EvictionFlags& f) {
                    "StreamingLLM; the default for streaming) | absolute (their positions in the "
                    "text; the default for the other policies)")
         ->check(CLI::IsMember({"cache", "absolute"}));
-    sub.add_flag("--compact", f.compact,
-                 "After each step move kept tokens into the holes, so blocks go back sooner "
-                 "(every move is recorded)");
+    sub.add_flag("--no-compact", f.no_compact, kNoCompactHelp);
+    sub.add_flag("--compact", f.compact, kCompactHelp);
 }
 
 }  // namespace kvscope::app

@@ -1,6 +1,9 @@
 #pragma once
 // The flags of storing less, on generate, run and gui: token eviction (--policy, --kv-budget,
-// --sinks, --window, --layer-budget, --compact, --positions) and the KV dtype (--kv-dtype).
+// --sinks, --window, --window-aggregate, --layer-budget, --no-compact, --positions) and the KV
+// dtype (--kv-dtype). A policy's holes are closed after every step unless --no-compact: holes
+// scattered over blocks kept 0.8 of the full cache's blocks at a 25% budget. --compact, the
+// default now, is still accepted so that scripts written for it keep working.
 
 #include <CLI/CLI.hpp>
 #include <memory>
@@ -17,11 +20,16 @@ struct EvictionFlags {
     std::string kv_budget;  // "N" tokens or "P%" of the sequence so far
     int32_t sinks = 4;
     int32_t window = -1;
+    std::string window_aggregate = "max";
     std::string layer_budget = "uniform";
-    bool compact = false;
-    std::string positions;  // "cache" | "absolute"; empty: the policy's default
+    bool compact = false;     // --compact given: the default, refused where it cannot be done
+    bool no_compact = false;  // --no-compact: keep the holes (to look at them in the block map)
+    std::string positions;    // "cache" | "absolute"; empty: the policy's default
     std::string kv_dtype = "f32";
 
+    // Whether holes are closed: unless --no-compact, and never for int4, whose keys are
+    // quantized together per block and cannot move one by one.
+    bool compacts() const;
     // The dtype, or a message; --compact cannot move int4 keys (grouped over a block).
     Result<KvDtype> dtype() const;
 
@@ -34,5 +42,16 @@ struct EvictionFlags {
 };
 
 void add_eviction_flags(CLI::App& sub, EvictionFlags& flags);
+
+// --window-aggregate's value as the engine's; the message names the flag.
+Result<WindowAggregate> parse_window_aggregate(const std::string& text);
+// --compact and --no-compact against each other and the dtype: the compaction a setting gets.
+Result<bool> compaction_for(bool compact, bool no_compact, KvDtype dtype);
+
+// The help of the flags eval shares with generate, run and gui.
+extern const char* const kWindowHelp;
+extern const char* const kWindowAggregateHelp;
+extern const char* const kNoCompactHelp;
+extern const char* const kCompactHelp;
 
 }  // namespace kvscope::app

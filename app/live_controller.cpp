@@ -16,8 +16,12 @@ EvictionFlags eviction_flags(const LiveSettings& s) {
     f.policy = s.policy;
     f.kv_budget = s.kv_budget;
     f.sinks = s.sinks;
+    f.window = s.window;
+    f.window_aggregate = s.window_aggregate;
     f.layer_budget = s.layer_budget;
-    f.compact = s.compact;
+    // The checkbox is what the window wishes (int4 keeps its holes whatever it says); with no
+    // policy there are no holes, and --no-compact would be refused.
+    f.no_compact = s.policy != "none" && !s.compact;
     // --positions applies to streaming: the Controls panel can switch to a policy it does not
     // apply to, which then keeps its own (absolute) positions rather than failing to restart.
     if (s.policy == "streaming") f.positions = s.positions;

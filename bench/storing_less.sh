@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Storing less (issue 14), on the bundled model:
-#  1. quality: `kvscope eval` on held-out text, every policy at 25% and 50% budgets (with and
-#     without --compact), the pyramid layer budget, and the f16 / int8 / int4 KV dtypes;
+#  1. quality: `kvscope eval` on held-out text, every policy at 25% and 50% budgets (compacted,
+#     the default, and with --no-compact), the pyramid layer budget, and the f16 / int8 / int4
+#     KV dtypes;
 #  2. speed: decode tokens/s of a 2 000-token generation with each policy at 50% and with int8,
 #     against none/f32, all settings alternated in one run (medians of ROUNDS).
 #  3. past the context (issue 31): `eval --stream` over 8 192 held-out tokens (16x the trained
@@ -38,16 +39,21 @@ sys.stdout.write("\n".join(held) + "\n")' >"$heldout"
 fi
 
 if [[ $what == quality || $what == all ]]; then
-  policies=none,streaming,h2o,snapkv,tova,knorm
-  echo "== 1a. every policy at 25% and 50%, --compact (holes closed, blocks given back) =="
-  "$kvscope" eval --model "$model" --text "$heldout" --policy $policies --kv-budget 25%,50% --compact
-  echo "== 1b. the same without --compact: the same choices, but a block returns only when no lane holds any of its slots =="
-  "$kvscope" eval --model "$model" --text "$heldout" --policy $policies --kv-budget 25%,50%
-  echo "== 1c. pyramid layer budget (lower layers get more of the same total), --compact =="
+  policies=none,streaming,h2o,snapkv,tova,knorm,morphkv
+  echo "== 1a. every policy at 25% and 50% (holes closed, blocks given back: the default) =="
+  "$kvscope" eval --model "$model" --text "$heldout" --policy $policies --kv-budget 25%,50% \
+    --threads "$threads"
+  echo "== 1b. the same with --no-compact: the same choices, but a block returns only when no lane holds any of its slots =="
+  "$kvscope" eval --model "$model" --text "$heldout" --policy $policies --kv-budget 25%,50% \
+    --no-compact --threads "$threads"
+  echo "== 1c. pyramid layer budget (lower layers get more of the same total) =="
   "$kvscope" eval --model "$model" --text "$heldout" --policy streaming,h2o,tova --kv-budget 25% \
-    --layer-budget pyramid --compact
+    --layer-budget pyramid --threads "$threads"
   echo "== 1d. KV dtypes, full cache =="
-  "$kvscope" eval --model "$model" --text "$heldout" --kv-dtype f16,int8,int4
+  "$kvscope" eval --model "$model" --text "$heldout" --kv-dtype f16,int8,int4 --threads "$threads"
+  echo "== 1e. morphkv with its window's attention summed instead of its maximum =="
+  "$kvscope" eval --model "$model" --text "$heldout" --policy morphkv --kv-budget 25%,50% \
+    --window-aggregate sum --threads "$threads"
 fi
 
 if [[ $what == stream || $what == all ]]; then
@@ -61,8 +67,8 @@ fi
 if [[ $what == speed || $what == all ]]; then
   echo "== 2. decode of 2 000 tokens after a 7-token prompt, --ctx-size 2048, $threads thread(s), median of $rounds rounds =="
   settings=("--policy none" "--kv-dtype int8")
-  for p in streaming h2o tova knorm; do
-    settings+=("--policy $p --kv-budget 50%" "--policy $p --kv-budget 50% --compact")
+  for p in streaming h2o tova knorm morphkv; do
+    settings+=("--policy $p --kv-budget 50% --no-compact" "--policy $p --kv-budget 50%")
   done
   for ((r = 0; r < rounds; ++r)); do
     for i in "${!settings[@]}"; do

@@ -614,6 +614,30 @@ void CpuForward::gather_lane_stats(const ForwardBatch& batch, int layer) {
                 });
             }
         }
+        if (lanes->window_rows > 0) {
+            // morphkv's ring: each of the chunk's last R queries overwrites the row of the query
+            // R positions before it. It writes every held slot up to its own, which covers every
+            // slot the older row could have written (its keys were older; slots given back or
+            // evicted since were cleared), so the row needs no clearing first.
+            const int32_t ring = lanes->window_rows;
+            const int32_t newest = row_pos_[row - 1];
+            for (size_t r = first; r < row; ++r) {
+                const int32_t pos = row_pos_[r];
+                if (pos <= newest - ring) continue;
+                const auto at = static_cast<size_t>(pos % ring);
+                for (size_t kvh = 0; kvh < n_kv; ++kvh) {
+                    const std::vector<float>& st = row_stats_[r * n_kv + kvh];
+                    LaneStats& lane = lanes->lane(layer, static_cast<int32_t>(kvh));
+                    lane.window_query[at] = pos;
+                    std::vector<float>& dst = lane.window_rows[at];
+                    size_t k = 0;
+                    for_each_key_span(ch, bs, row_slot_[r] + 1, [&](int, int t0, int span) {
+                        std::copy_n(st.begin() + static_cast<long>(k), span, dst.begin() + t0);
+                        k += static_cast<size_t>(span);
+                    });
+                }
+            }
+        }
         if (lanes->want_current) {
             // The newest query's attention, averaged over every head of the layer.
             const size_t last = row - 1;

@@ -158,10 +158,46 @@ class KeyNorm final : public EvictionPolicy {
     }
 };
 
+class MorphKv final : public EvictionPolicy {
+  public:
+    std::string_view name() const override { return "morphkv"; }
+    void choose(const LaneStats& lane, const EvictionParams& p,
+                std::vector<EvictionChoice>& out) const override {
+        auto slots = valid_slots(lane, p);
+        const int32_t window = p.window >= 0 ? std::min(p.window, p.budget)
+                                             : std::min(kMorphKvDefaultWindow, p.budget / 2);
+        auto protect = protect_recent(slots.size(), window);
+        // The window's queries are those of its tokens: the `window` newest positions.
+        int32_t newest = -1;
+        for (int32_t q : lane.window_query)
+            newest = std::max(newest, q);
+        std::vector<const std::vector<float>*> rows;
+        for (size_t r = 0; r < lane.window_query.size(); ++r)
+            if (lane.window_query[r] >= 0 && lane.window_query[r] > newest - window)
+                rows.push_back(&lane.window_rows[r]);
+        const bool max = p.window_aggregate == WindowAggregate::kMax;
+        std::vector<double> by_slot(lane.position.size(), 0.0);
+        for (size_t i = 0; i < slots.size(); ++i) {
+            if (protect[i]) continue;
+            double score = 0.0;
+            for (const std::vector<float>* row : rows) {
+                const double a = at(*row, slots[i]);
+                score = max ? std::max(score, a) : score + a;
+            }
+            by_slot[static_cast<size_t>(slots[i])] = score;
+        }
+        auto score = [&](int32_t s) { return by_slot[static_cast<size_t>(s)]; };
+        evict_lowest(lane, slots, protect, p.budget,
+                     max ? "low-recent-window-max-attention" : "low-recent-window-summed-attention",
+                     score, score, out);
+    }
+};
+
 }  // namespace
 
 const std::vector<std::string>& eviction_policy_names() {
-    static const std::vector<std::string> names = {"streaming", "h2o", "snapkv", "tova", "knorm"};
+    static const std::vector<std::string> names = {"streaming", "h2o",   "snapkv",
+                                                   "tova",      "knorm", "morphkv"};
     return names;
 }
 
@@ -171,6 +207,7 @@ Result<std::unique_ptr<EvictionPolicy>> make_eviction_policy(std::string_view na
     if (name == "snapkv") return std::unique_ptr<EvictionPolicy>(new SnapKv());
     if (name == "tova") return std::unique_ptr<EvictionPolicy>(new Tova());
     if (name == "knorm") return std::unique_ptr<EvictionPolicy>(new KeyNorm());
+    if (name == "morphkv") return std::unique_ptr<EvictionPolicy>(new MorphKv());
     std::string known = "none";
     for (const std::string& n : eviction_policy_names())
         known += ", " + n;

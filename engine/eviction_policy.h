@@ -11,6 +11,13 @@
 //              prompt tokens) attends to most, pooled over neighbours, plus that window (SnapKV)
 //   tova       the tokens the newest query attends to least go first (TOVA)
 //   knorm      keys with the largest L2 norm go first; keeps the smallest (query-free baseline)
+//   morphkv    a constant-size cache: the `window` most recent tokens, and the older tokens the
+//              window's queries attend to most, ranked again every step, so an older token
+//              kept for a while goes when the window's focus moves on (MorphKV, Ghadia et al.
+//              2025). A token's score is the most attention any one of the window's queries gave
+//              it (max, the default) or their sum: MorphKV's code runs max for long responses
+//              (LongGenBench) and sum for long inputs (LongBench); decode under a budget is the
+//              former. budget = window + the older tokens kept.
 
 #include <cstdint>
 #include <memory>
@@ -32,9 +39,31 @@ struct LaneStats {
     std::vector<float> current;      // attention of the newest query, averaged over heads (tova)
     std::vector<float> observed;  // attention of the observation window's queries, summed (snapkv)
     std::vector<float> key_norm;  // L2 norm of the key (knorm)
+    // morphkv: the attention each slot received from each of the last R queries, summed over
+    // the query heads that share this KV head. A ring: the query at position p fills row p % R,
+    // and window_query[row] is that position (-1: no query yet). Rows, not running aggregates,
+    // because a maximum cannot be taken back when its query leaves the window.
+    std::vector<std::vector<float>> window_rows;
+    std::vector<int32_t> window_query;
 
     int32_t valid() const;
+    // Every statistic indexed like `position`, for what is done to a slot's statistics whatever
+    // they are (cleared on eviction, moved and cut by compaction).
+    template <class Visit>
+    void for_each_slot_statistic(Visit&& visit) {
+        for (std::vector<float>* v : {&accumulated, &current, &observed, &key_norm})
+            visit(*v);
+        for (std::vector<float>& row : window_rows)
+            visit(row);
+    }
 };
+
+// How morphkv folds the window's queries into one score per older token.
+enum class WindowAggregate { kMax, kSum };
+// morphkv's recent window when --window is not given: the window of MorphKV's long-input runs
+// and SnapKV's observation window, cut to half the budget so that a small budget still keeps
+// tokens by attention.
+constexpr int32_t kMorphKvDefaultWindow = 32;
 
 struct EvictionParams {
     // The lane's blocks still held (SequenceLanes::held_blocks), of `block_size` slots: every
@@ -43,11 +72,13 @@ struct EvictionParams {
     int32_t block_size = 0;
     int32_t budget = 0;        // tokens this lane may keep
     int32_t sinks = 4;         // streaming: first tokens always kept
-    int32_t window = -1;       // h2o / snapkv: recent tokens always kept; -1: half the budget
-                               // (h2o), the observation window (snapkv)
+    int32_t window = -1;       // h2o / snapkv / morphkv: recent tokens always kept; -1: half
+                               // the budget (h2o), the observation window (snapkv),
+                               // min(kMorphKvDefaultWindow, half the budget) (morphkv)
     int32_t observation = 32;  // snapkv: the last prompt tokens whose attention scores the rest
     int32_t pool_kernel = 5;   // snapkv: 1-D pooling over neighbouring positions
     bool max_pool = true;      // snapkv: max pooling (else average)
+    WindowAggregate window_aggregate = WindowAggregate::kMax;  // morphkv
 };
 
 struct EvictionChoice {
@@ -70,7 +101,8 @@ class EvictionPolicy {
                         std::vector<EvictionChoice>& out) const = 0;
 };
 
-// "streaming", "h2o", "snapkv", "tova", "knorm"; an unknown name is an error naming the known.
+// "streaming", "h2o", "snapkv", "tova", "knorm", "morphkv"; an unknown name is an error naming the
+// known.
 Result<std::unique_ptr<EvictionPolicy>> make_eviction_policy(std::string_view name);
 const std::vector<std::string>& eviction_policy_names();
 

@@ -53,12 +53,19 @@ Status validate_eviction_options(const EvictionOptions& o) {
     if (o.budget_tokens <= 0 && o.budget_percent <= 0)
         return Error{"--policy " + o.policy + " needs --kv-budget (tokens, or a percentage)"};
     if (o.sinks < 0) return Error{"--sinks must not be negative"};
-    // h2o and snapkv keep the --window most recent tokens and choose the rest of the budget by
-    // their scores; a window as large as the budget leaves nothing to choose and quietly makes
-    // either a sliding window. (A percentage budget grows with the sequence; the window is cut
-    // to it while the budget is smaller.)
-    if ((o.policy == "h2o" || o.policy == "snapkv") && o.budget_tokens > 0 &&
-        o.window >= o.budget_tokens)
+    // morphkv ranks older tokens by the attention of the window's queries: without a window
+    // there is nothing to rank them by.
+    if (o.policy == "morphkv" && o.window == 0)
+        return Error{
+            "--window 0 leaves morphkv no recent queries to rank older tokens by: give "
+            "a --window of at least 1 (default " +
+            std::to_string(kMorphKvDefaultWindow) + ", at most half the budget)"};
+    // h2o, snapkv and morphkv keep the --window most recent tokens and choose the rest of the
+    // budget by their scores; a window as large as the budget leaves nothing to choose and
+    // quietly makes any of them a sliding window. (A percentage budget grows with the sequence;
+    // the window is cut to it while the budget is smaller.)
+    if ((o.policy == "h2o" || o.policy == "snapkv" || o.policy == "morphkv") &&
+        o.budget_tokens > 0 && o.window >= o.budget_tokens)
         return Error{"--window " + std::to_string(o.window) + " leaves no room in --kv-budget " +
                      std::to_string(o.budget_tokens) + " for tokens " + o.policy +
                      " chooses (it keeps only the most recent, as --policy streaming): give a "
@@ -86,6 +93,8 @@ void SequenceLanes::append(int32_t first_position, int32_t count) {
         if (want_current) lane.current.resize(n, 0.0f);
         if (want_observed) lane.observed.resize(n, 0.0f);
         if (want_key_norm) lane.key_norm.resize(n, 0.0f);
+        for (std::vector<float>& row : lane.window_rows)
+            row.resize(n, 0.0f);
     }
     for (int32_t b = BlockManager::blocks_for(slots, block_size);
          b < BlockManager::blocks_for(slots + count, block_size); ++b)
@@ -139,6 +148,13 @@ std::unique_ptr<SequenceLanes> KvEvictor::new_lanes(int32_t n_layers, int32_t n_
     lanes->want_key_norm = name == "knorm";
     lanes->observe_from = std::max(0, prompt_len - options_.observation);
     lanes->cache_positions = options_.cache_positions();
+    if (name == "morphkv") {
+        lanes->window_rows = options_.window >= 0 ? options_.window : kMorphKvDefaultWindow;
+        for (LaneStats& lane : lanes->lanes) {
+            lane.window_rows.resize(static_cast<size_t>(lanes->window_rows));
+            lane.window_query.assign(static_cast<size_t>(lanes->window_rows), -1);
+        }
+    }
     return lanes;
 }
 
@@ -180,6 +196,7 @@ int64_t KvEvictor::after_step(SequenceLanes& lanes, BlockTable& table, int32_t c
     params.sinks = options_.sinks;
     params.window = options_.window;
     params.observation = options_.observation;
+    params.window_aggregate = options_.window_aggregate;
     for (int32_t layer = 0; layer < lanes.n_layers; ++layer) {
         params.budget = budget(layer, computed);
         for (int32_t kvh = 0; kvh < lanes.n_kv_heads; ++kvh) {
@@ -189,9 +206,9 @@ int64_t KvEvictor::after_step(SequenceLanes& lanes, BlockTable& table, int32_t c
             for (const EvictionChoice& c : choices) {
                 auto slot = static_cast<size_t>(c.slot);
                 lane.position[slot] = -1;
-                for (std::vector<float>* v :
-                     {&lane.accumulated, &lane.current, &lane.observed, &lane.key_norm})
-                    if (slot < v->size()) (*v)[slot] = 0.0f;
+                lane.for_each_slot_statistic([&](std::vector<float>& v) {
+                    if (slot < v.size()) v[slot] = 0.0f;
+                });
                 if (reporter.on()) {
                     Event e;
                     e.kind = EventKind::kTokenEvict;
@@ -249,12 +266,12 @@ void KvEvictor::compact(SequenceLanes& lanes, BlockTable& table, int32_t owner,
                 const BlockId to = table.blocks[static_cast<size_t>(lo / bs)];
                 storage.move_lane(layer, kvh, from, hi % bs, to, lo % bs);
                 auto l = static_cast<size_t>(lo), h = static_cast<size_t>(hi);
-                for (std::vector<float>* v :
-                     {&lane.accumulated, &lane.current, &lane.observed, &lane.key_norm})
-                    if (h < v->size()) {
-                        (*v)[l] = (*v)[h];
-                        (*v)[h] = 0.0f;
+                lane.for_each_slot_statistic([&](std::vector<float>& v) {
+                    if (h < v.size()) {
+                        v[l] = v[h];
+                        v[h] = 0.0f;
                     }
+                });
                 pos[l] = pos[h];
                 pos[h] = -1;
                 if (reporter.on()) {
@@ -276,13 +293,12 @@ void KvEvictor::compact(SequenceLanes& lanes, BlockTable& table, int32_t owner,
                 }
         }
     // Past the longest lane every slot is a hole: those slots, and their blocks, go.
-    for (LaneStats& lane : lanes.lanes)
-        for (std::vector<int32_t>* v : {&lane.position})
-            v->resize(static_cast<size_t>(longest));
-    for (LaneStats& lane : lanes.lanes)
-        for (std::vector<float>* v :
-             {&lane.accumulated, &lane.current, &lane.observed, &lane.key_norm})
-            if (!v->empty()) v->resize(static_cast<size_t>(longest));
+    for (LaneStats& lane : lanes.lanes) {
+        lane.position.resize(static_cast<size_t>(longest));
+        lane.for_each_slot_statistic([&](std::vector<float>& v) {
+            if (!v.empty()) v.resize(static_cast<size_t>(longest));
+        });
+    }
     lanes.slots = longest;
     blocks.shrink(table, longest, owner);
     const int32_t kept_blocks = BlockManager::blocks_for(longest, bs);

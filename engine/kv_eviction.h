@@ -15,8 +15,8 @@
 // tokens always take slots past every kept one, so a key a query may see is always at a lower
 // slot (causality stays a comparison of slots); policies order by position. The statistics the
 // policies score by (accumulated and newest attention, the observation window's attention, key
-// norms) are gathered by the forward pass into the same lanes, in row order, so that what is
-// evicted never depends on threads or batching.
+// norms, the recent window's attention row by row) are gathered by the forward pass into the same
+// lanes, in row order, so that what is evicted never depends on threads or batching.
 
 #include <algorithm>
 #include <cstdint>
@@ -43,10 +43,14 @@ struct EvictionOptions {
     int32_t budget_tokens = 0;  // per lane; 0: budget_percent decides
     double budget_percent = 0;  // of the sequence so far, when budget_tokens is 0
     int32_t sinks = 4;          // streaming
-    int32_t window = -1;        // h2o / snapkv recent window; -1: the policy's default
+    int32_t window = -1;        // h2o / snapkv / morphkv recent window; -1: the policy's default
     int32_t observation = 32;   // snapkv observation window
+    WindowAggregate window_aggregate = WindowAggregate::kMax;  // morphkv
     LayerBudget layer_budget = LayerBudget::kUniform;
-    bool compact = false;  // close holes after each step (token_move events)
+    // Close holes after each step (token_move events). Off here, so that the engine does only
+    // what it is told; the commands turn it on unless --no-compact (or int4, whose keys cannot
+    // move), because holes scattered over blocks keep most of the blocks allocated.
+    bool compact = false;
     PositionMode positions = PositionMode::kPolicyDefault;
 
     bool active() const { return policy != "none"; }
@@ -80,6 +84,7 @@ struct SequenceLanes {
     // RoPE at places in the lane rather than positions (PositionMode::kCache): keys are stored
     // unrotated and rotated by the forward pass at their rank among the lane's kept tokens.
     bool cache_positions = false;
+    int32_t window_rows = 0;  // morphkv: the recent queries each lane keeps a row for (R)
     bool compressed_after_prefill = false;
 
     SequenceLanes(int32_t layers, int32_t kv_heads, int32_t block_size);

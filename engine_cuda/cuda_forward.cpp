@@ -53,6 +53,7 @@ const char* unsupported_policy(const SequenceLanes& lanes) {
     if (lanes.want_current) return "tova";
     if (lanes.want_observed) return "snapkv";
     if (lanes.want_key_norm) return "knorm";
+    if (lanes.window_rows > 0) return "morphkv";
     return nullptr;
 }
 

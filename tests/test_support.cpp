@@ -134,7 +134,7 @@ std::vector<std::string> within_memory(std::vector<std::string> argv, int64_t by
 }
 
 int64_t peak_rss_bound(int64_t bytes) {
-    return sanitized_build() ? 4 * bytes + (int64_t{256} << 20) : bytes;
+    return sanitized_build() ? 4 * bytes + (int64_t{512} << 20) : bytes;
 }
 
 CommandResult run_command(const std::vector<std::string>& argv, int timeout_s,

@@ -26,8 +26,10 @@ struct LiveSettings {
     std::string policy = "none";
     std::string kv_budget;  // "N" tokens or "P%"
     int sinks = 4;
+    int window = -1;                       // h2o / snapkv / morphkv; -1: the policy's default
+    std::string window_aggregate = "max";  // morphkv: max | sum
     std::string layer_budget = "uniform";
-    bool compact = false;
+    bool compact = true;  // close the policy's holes after each step (int4 cannot: it keeps them)
     std::string positions;  // cache | absolute; empty: the policy's default
     std::string kv_dtype = "f32";
     bool record = false;  // keep the session file after the run

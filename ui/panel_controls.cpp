@@ -85,13 +85,14 @@ void draw_controls_panel(UiContext& ctx) {
             changed = true;
         }
         // Storing less: each change restarts the run, like the pool settings above.
-        static const char* const policies[] = {"none",   "streaming", "h2o",
-                                               "snapkv", "tova",      "knorm"};
+        static const char* const policies[] = {"none", "streaming", "h2o",    "snapkv",
+                                               "tova", "knorm",     "morphkv"};
         int policy = 0;
-        for (int i = 0; i < 6; ++i)
+        for (int i = 0; i < 7; ++i)
             if (st.policy == policies[i]) policy = i;
         ImGui::SetNextItemWidth(120);
-        if (ImGui::Combo("eviction", &policy, "none\0streaming\0h2o\0snapkv\0tova\0knorm\0")) {
+        if (ImGui::Combo("eviction", &policy,
+                         "none\0streaming\0h2o\0snapkv\0tova\0knorm\0morphkv\0")) {
             st.policy = policies[policy];
             if (st.policy != "none" && st.kv_budget.empty()) st.kv_budget = "50%";
             if (st.policy == "none") st.kv_budget.clear();
@@ -117,6 +118,10 @@ void draw_controls_panel(UiContext& ctx) {
                 changed = true;
             }
             changed |= ImGui::Checkbox("compact", &st.compact);
+            if (ImGui::IsItemHovered())
+                ImGui::SetTooltip(
+                    "Move kept tokens into the holes after each step, so blocks go "
+                    "back (off: the holes stay, to look at; int4 always keeps them)");
         }
         static const char* const dtypes[] = {"f32", "f16", "int8", "int4"};
         int dtype = 0;

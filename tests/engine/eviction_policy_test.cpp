@@ -1,7 +1,8 @@
 // Each eviction policy keeps exactly what it claims, on hand-made lanes whose answer is known:
 // sinks and a recent window (streaming), top accumulated attention plus a window (h2o), top
 // pooled observation scores plus the window (snapkv), the lowest current attention dropped
-// (tova), the smallest key norms kept (knorm).
+// (tova), the smallest key norms kept (knorm), the older tokens the recent window's queries attend
+// to most plus the window (morphkv).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -121,6 +122,77 @@ TEST(EvictionPolicy, KeyNormKeepsTheSmallestNorms) {
     EXPECT_EQ(kept("knorm", lane, p, &why), (std::set<int32_t>{1, 3}));
     EXPECT_EQ(why.front().score, 4.0);  // the largest norm first
     EXPECT_STREQ(why.front().reason, "high-key-norm");
+}
+
+// A morphkv lane whose ring holds the rows of the queries at `queries` (row q % ring), each
+// giving the listed attention to older positions.
+LaneStats morphkv_lane(
+    int32_t n, int32_t ring,
+    const std::vector<std::pair<int32_t, std::vector<std::pair<int32_t, float>>>>& queries) {
+    LaneStats lane = lane_of(n);
+    lane.window_rows.assign(static_cast<size_t>(ring), std::vector<float>(static_cast<size_t>(n)));
+    lane.window_query.assign(static_cast<size_t>(ring), -1);
+    for (const auto& [q, attention] : queries) {
+        const auto row = static_cast<size_t>(q % ring);
+        lane.window_query[row] = q;
+        std::fill(lane.window_rows[row].begin(), lane.window_rows[row].end(), 0.0f);
+        for (auto [pos, a] : attention)
+            lane.window_rows[row][static_cast<size_t>(pos)] = a;
+    }
+    return lane;
+}
+
+TEST(EvictionPolicy, MorphKvKeepsTheWindowAndWhatItsQueriesAttendToMost) {
+    // Queries 12..15 are the window. Position 7 is attended a little by three of them, 5 once
+    // strongly: max ranks 5 above 7, sum ranks 7 first.
+    const auto window_of_four = morphkv_lane(16, 4,
+                                             {{12, {{2, 0.9f}}},
+                                              {13, {{5, 0.5f}, {7, 0.35f}}},
+                                              {14, {{7, 0.35f}}},
+                                              {15, {{9, 0.6f}, {7, 0.35f}}}});
+    EvictionParams p;
+    p.budget = 7;  // the window of 4 and 3 older tokens
+    p.window = 4;
+    std::vector<EvictionChoice> why;
+    EXPECT_EQ(kept("morphkv", window_of_four, p, &why),
+              (std::set<int32_t>{2, 5, 9, 12, 13, 14, 15}));
+    ASSERT_EQ(why.size(), 9u);
+    for (const EvictionChoice& c : why)
+        EXPECT_STREQ(c.reason, "low-recent-window-max-attention");
+    EXPECT_FLOAT_EQ(static_cast<float>(why.back().score), 0.35f);  // 7, the last to go
+    EXPECT_EQ(why.back().position, 7);
+    p.window_aggregate = WindowAggregate::kSum;
+    EXPECT_EQ(kept("morphkv", window_of_four, p, &why),
+              (std::set<int32_t>{2, 7, 9, 12, 13, 14, 15}));
+    EXPECT_STREQ(why.front().reason, "low-recent-window-summed-attention");
+    EXPECT_EQ(why.back().position, 5);
+    EXPECT_FLOAT_EQ(static_cast<float>(why.back().score), 0.5f);
+    // A window narrower than the ring: only the newest queries' rows count (14 and 15).
+    p.window_aggregate = WindowAggregate::kMax;
+    p.window = 2;
+    p.budget = 4;
+    EXPECT_EQ(kept("morphkv", window_of_four, p), (std::set<int32_t>{7, 9, 14, 15}));
+}
+
+TEST(EvictionPolicy, MorphKvDropsAnOlderTokenWhenTheWindowMovesOn) {
+    // Query 12 alone attended to position 2. Once query 16 takes its row, 2 has no score left
+    // and goes, though it was kept the step before; 12, now outside the window, stays for the
+    // attention 16 gives it.
+    const auto moved = morphkv_lane(
+        17, 4, {{13, {{5, 0.5f}}}, {14, {{7, 0.35f}}}, {15, {{9, 0.6f}}}, {16, {{12, 0.7f}}}});
+    EvictionParams p;
+    p.budget = 7;
+    p.window = 4;
+    std::vector<EvictionChoice> why;
+    EXPECT_EQ(kept("morphkv", moved, p, &why), (std::set<int32_t>{5, 9, 12, 13, 14, 15, 16}));
+    const auto two = std::find_if(why.begin(), why.end(),
+                                  [](const EvictionChoice& c) { return c.position == 2; });
+    ASSERT_NE(two, why.end());
+    EXPECT_EQ(two->score, 0.0);
+    // No --window: 32, cut to half of this budget of 7.
+    p.window = -1;
+    EXPECT_EQ(kept("morphkv", moved, p).count(16), 1u);
+    EXPECT_FALSE(make_eviction_policy("morphkv").value()->once_after_prefill());
 }
 
 TEST(EvictionPolicy, NothingGoesWithinTheBudget) {

@@ -136,7 +136,8 @@ TEST(KvEviction, StreamingKeepsTheSinksAndTheWindowInEveryLaneAndGivesBlocksBack
 
 TEST(KvEviction, EveryLaneStaysWithinItsBudgetAndThePyramidSpendsTheSameTotal) {
     const auto& c = bundled()->config;
-    for (const std::string& name : {std::string("h2o"), std::string("tova"), std::string("knorm")})
+    for (const std::string& name :
+         {std::string("h2o"), std::string("tova"), std::string("knorm"), std::string("morphkv")})
         for (LayerBudget lb : {LayerBudget::kUniform, LayerBudget::kPyramid}) {
             EvictionOptions o = policy(name.c_str(), 20);
             o.layer_budget = lb;
@@ -165,7 +166,7 @@ TEST(KvEviction, EveryLaneStaysWithinItsBudgetAndThePyramidSpendsTheSameTotal) {
 }
 
 TEST(KvEviction, DecisionsDoNotDependOnTheThreadCount) {
-    for (const char* name : {"h2o", "snapkv", "tova"}) {
+    for (const char* name : {"h2o", "snapkv", "tova", "morphkv"}) {
         EvictionOptions o = policy(name, name == std::string("snapkv") ? 10 : 24);
         Generated one = run(o, 50, 1), two = run(o, 50, 2);
         EXPECT_EQ(one.ids, two.ids) << name;
@@ -184,7 +185,7 @@ TEST(KvEviction, DecisionsDoNotDependOnTheThreadCount) {
 // to a lower slot), so the sequence holds only as many blocks as its longest lane needs.
 TEST(KvEviction, CompactionClosesHolesAndGivesBlocksBack) {
     const int32_t bs = 4, budget = 16;
-    for (const char* name : {"h2o", "tova", "knorm"}) {
+    for (const char* name : {"h2o", "tova", "knorm", "morphkv"}) {
         EvictionOptions o = policy(name, budget);
         o.compact = true;
         Generated g = run(o, 60, 1, bs);
@@ -453,7 +454,7 @@ TEST(KvEviction, BadOptionsAreRefusedNamingTheFlag) {
     ASSERT_FALSE(unknown.ok());
     EXPECT_NE(unknown.error().message.find("unknown eviction policy 'lfu'"), std::string::npos);
     // Cache positions stand in for positions only under streaming.
-    for (const char* name : {"none", "h2o", "snapkv", "tova", "knorm"}) {
+    for (const char* name : {"none", "h2o", "snapkv", "tova", "knorm", "morphkv"}) {
         EvictionOptions p = policy(name, 10);
         p.positions = PositionMode::kCache;
         auto refused = validate_eviction_options(p);
@@ -467,6 +468,51 @@ TEST(KvEviction, BadOptionsAreRefusedNamingTheFlag) {
     }
     EXPECT_TRUE(policy("streaming", 10).cache_positions());
     EXPECT_FALSE(parse_position_mode("relative").ok());
+    // morphkv's window: as large as the budget leaves nothing to rank, none gives nothing to
+    // rank by.
+    EvictionOptions m = policy("morphkv", 16);
+    m.window = 16;
+    auto whole = validate_eviction_options(m);
+    ASSERT_FALSE(whole.ok());
+    EXPECT_NE(whole.error().message.find("leaves no room in --kv-budget 16"), std::string::npos)
+        << whole.error().message;
+    m.window = 0;
+    auto none = validate_eviction_options(m);
+    ASSERT_FALSE(none.ok());
+    EXPECT_NE(none.error().message.find("--window 0"), std::string::npos) << none.error().message;
+    m.window = 15;
+    EXPECT_TRUE(validate_eviction_options(m).ok());
+}
+
+// morphkv in the engine, from the statistics the forward pass keeps: every decision says the
+// window's attention made it, positions do not go oldest first (it is no sliding window), and
+// max and sum choose differently.
+TEST(KvEviction, MorphKvRanksTheOlderTokensByTheWindowsAttention) {
+    EvictionOptions o = policy("morphkv", 16);
+    o.window = 4;
+    Generated g = run(o, 60);
+    ASSERT_EQ(g.ids.size(), 60u);
+    std::map<std::pair<int, int>, std::vector<int32_t>> order;  // per lane, positions evicted
+    for (const Event& e : g.events)
+        if (e.kind == EventKind::kTokenEvict) {
+            EXPECT_EQ(e.text.rfind("morphkv: low-recent-window-", 0), 0u) << e.text;
+            order[{e.a, e.b}].push_back(e.c);
+        }
+    ASSERT_FALSE(order.empty());
+    int lanes_out_of_order = 0;
+    for (const auto& [lane, positions] : order)
+        lanes_out_of_order += !std::is_sorted(positions.begin(), positions.end());
+    EXPECT_GT(lanes_out_of_order, 0);
+    // Max and sum rank differently somewhere.
+    o.window_aggregate = WindowAggregate::kSum;
+    Generated sum = run(o, 60);
+    auto evicted = [](const Generated& r) {
+        std::vector<std::tuple<int64_t, int, int, int>> out;
+        for (const Event& e : r.events)
+            if (e.kind == EventKind::kTokenEvict) out.emplace_back(e.step, e.a, e.b, e.c);
+        return out;
+    };
+    EXPECT_NE(evicted(sum), evicted(g));
 }
 
 }  // namespace
