@@ -286,7 +286,8 @@ Status CudaForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
             if (const char* policy = unsupported_policy(*ch.lanes))
                 return Error{std::string("--policy ") + policy +
                              ": the CUDA backend does not gather the attention statistics or key "
-                             "norms this policy scores by yet; use --policy streaming, or "
+                             "norms this policy scores by yet; use --policy streaming --positions "
+                             "absolute, or "
                              "--backend cpu"};
     for (const SequenceChunk& ch : batch.chunks)
         if (ch.lanes && ch.lanes->cache_positions)

@@ -363,14 +363,21 @@ TEST(Cli, AnInstalledCopyFindsItsDataFromAnywhere) {
 namespace kvscope {
 namespace {
 
+// A text for eval to score: the bundled model's own sampled continuation, twice (so that a
+// budget has repeats to keep); empty if generating it failed.
+std::string sampled_text_file() {
+    auto text = kvscope({"generate", "--prompt", "And God said,", "--max-tokens", "300",
+                         "--temperature", "0.8", "--seed", "3"});
+    EXPECT_EQ(text.exit_code, 0) << text.err;
+    if (text.exit_code != 0) return "";
+    return test::write_file(test::temp_dir() + "/text.txt", text.out + text.out);
+}
+
 // `kvscope eval`: a row per setting, the full cache first, and a setting that keeps everything
 // scores exactly what the full cache does.
 TEST(Cli, EvalComparesSettingsWithTheFullCache) {
-    std::string dir = test::temp_dir();
-    auto text = kvscope({"generate", "--prompt", "And God said,", "--max-tokens", "300",
-                         "--temperature", "0.8", "--seed", "3"});
-    ASSERT_EQ(text.exit_code, 0) << text.err;
-    std::string file = test::write_file(dir + "/text.txt", text.out + text.out);
+    const std::string file = sampled_text_file();
+    ASSERT_FALSE(file.empty());
     auto r = kvscope({"eval", "--text", file, "--ctx", "96", "--agree-tokens", "12", "--chunks",
                       "3", "--policy", "none,streaming,h2o,morphkv", "--kv-budget", "25%,100%",
                       "--compact", "--json"});
@@ -454,11 +461,9 @@ TEST(Cli, PositionsCacheIsRefusedWhereItDoesNotApply) {
 // `eval --stream`: the text fed token by token past the model's context, perplexity per window
 // for each setting (a row per window, a column per setting) and for the whole text.
 TEST(Cli, EvalStreamReportsPerplexityPerWindow) {
-    std::string dir = test::temp_dir();
-    auto text = kvscope({"generate", "--prompt", "And God said,", "--max-tokens", "300",
-                         "--temperature", "0.8", "--seed", "3"});
-    ASSERT_EQ(text.exit_code, 0) << text.err;
-    std::string file = test::write_file(dir + "/text.txt", text.out + text.out);
+    const std::string file = sampled_text_file();
+    ASSERT_FALSE(file.empty());
+    const std::string dir = test::temp_dir();
     const std::vector<std::string> stream = {"eval",
                                              "--text",
                                              file,

@@ -385,44 +385,40 @@ TEST(CudaForward, StreamingEvictionGivesTheCpuTokens) {
     }
 }
 
-// Policies that score by attention or key norms are refused in one line, not run wrongly.
-TEST(CudaForward, PoliciesNeedingStatisticsAreRefused) {
-    KVSCOPE_REQUIRE_CUDA_DEVICE();
+// What the CUDA backend says when a request under `policy` (24 tokens a lane, the policy's
+// default positions) reaches its first step; empty if it ran.
+std::string first_step_refusal(const std::string& policy) {
     EvictionOptions ev;
-    ev.policy = "h2o";
+    ev.policy = policy;
     ev.budget_tokens = 24;
     auto evictor = KvEvictor::create(ev, bundled()->config.n_layers);
-    ASSERT_TRUE(evictor.ok());
-    std::shared_ptr<const KvEvictor> h2o = std::move(evictor).value();
-    auto e = engine(true);
-    GenerateRequest req;
-    req.prompt = encode(kPrompts[0]);
-    req.max_tokens = 4;
-    req.evictor = h2o;
-    auto stats = generate(*e, req, [](int32_t) {});
-    ASSERT_FALSE(stats.ok());
-    EXPECT_EQ(stats.error().message.rfind("--policy h2o: the CUDA backend does not gather", 0), 0u)
-        << stats.error().message;
-}
-
-// Streaming's default, cache positions, needs keys stored unrotated: refused in one line.
-TEST(CudaForward, CachePositionsAreRefused) {
-    KVSCOPE_REQUIRE_CUDA_DEVICE();
-    EvictionOptions ev;
-    ev.policy = "streaming";
-    ev.budget_tokens = 24;
-    auto evictor = KvEvictor::create(ev, bundled()->config.n_layers);
-    ASSERT_TRUE(evictor.ok());
+    if (!evictor.ok()) return "not created: " + evictor.error().message;
     auto e = engine(true);
     GenerateRequest req;
     req.prompt = encode(kPrompts[0]);
     req.max_tokens = 4;
     req.evictor = std::move(evictor).value();
     auto stats = generate(*e, req, [](int32_t) {});
-    ASSERT_FALSE(stats.ok());
-    EXPECT_EQ(stats.error().message.rfind("--positions cache: the CUDA backend rotates keys", 0),
-              0u)
-        << stats.error().message;
+    return stats.ok() ? std::string() : stats.error().message;
+}
+
+// Policies that score by attention or key norms are refused in one line, not run wrongly.
+TEST(CudaForward, PoliciesNeedingStatisticsAreRefused) {
+    KVSCOPE_REQUIRE_CUDA_DEVICE();
+    for (const char* policy : {"h2o", "morphkv"}) {
+        const std::string said = first_step_refusal(policy);
+        EXPECT_EQ(
+            said.rfind("--policy " + std::string(policy) + ": the CUDA backend does not gather", 0),
+            0u)
+            << said;
+    }
+}
+
+// Streaming's default, cache positions, needs keys stored unrotated: refused in one line.
+TEST(CudaForward, CachePositionsAreRefused) {
+    KVSCOPE_REQUIRE_CUDA_DEVICE();
+    const std::string said = first_step_refusal("streaming");
+    EXPECT_EQ(said.rfind("--positions cache: the CUDA backend rotates keys", 0), 0u) << said;
 }
 
 TEST(CudaForward, QuantizedKvIsRefusedInOneLine) {
