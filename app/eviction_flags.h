@@ -1,9 +1,10 @@
 #pragma once
 // The flags of storing less, on generate, run and gui: token eviction (--policy, --kv-budget,
 // --sinks, --window, --window-aggregate, --layer-budget, --no-compact, --positions) and the KV
-// dtype (--kv-dtype, and per layer --kv-dtype-layers). A policy's holes are closed after every step unless --no-compact: holes
-// scattered over blocks kept 0.8 of the full cache's blocks at a 25% budget. --compact, the
-// default now, is still accepted so that scripts written for it keep working.
+// dtype (--kv-dtype, and per layer --kv-dtype-layers). A policy's holes are closed after every step
+// unless --no-compact: holes scattered over blocks kept 0.8 of the full cache's blocks at a 25%
+// budget. --compact, the default now, is still accepted so that scripts written for it keep
+// working.
 
 #include <CLI/CLI.hpp>
 #include <memory>

@@ -19,8 +19,8 @@ EvictionFlags eviction_flags(const LiveSettings& s) {
     f.window = s.window;
     f.window_aggregate = s.window_aggregate;
     f.layer_budget = s.layer_budget;
-    // The checkbox is what the window wishes (int4 and int2 keep their holes whatever it says); with no
-    // policy there are no holes, and --no-compact would be refused.
+    // The checkbox is what the window wishes (int4 and int2 keep their holes whatever it says);
+    // with no policy there are no holes, and --no-compact would be refused.
     f.no_compact = s.policy != "none" && !s.compact;
     // --positions applies to streaming: the Controls panel can switch to a policy it does not
     // apply to, which then keeps its own (absolute) positions rather than failing to restart.

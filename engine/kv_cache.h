@@ -107,7 +107,7 @@ class KvCacheStorage : public KvBlockStore {
         std::map<BlockId, std::vector<uint16_t>> open_keys;
     };
     size_t elem_bytes_per_block(const Layer& L) const;  // K (or V) elements of one block
-    size_t v_params_per_slot() const {  // int4 / int2: halves per slot, all heads
+    size_t v_params_per_slot() const {                  // int4 / int2: halves per slot, all heads
         return static_cast<size_t>(n_kv_heads_ * groups_per_head()) * 2;
     }
     size_t slot_index(BlockId block, int slot) const {

@@ -60,7 +60,8 @@ Result<std::vector<KvDtypeRange>> parse_kv_dtype_layers(std::string_view text) {
         const size_t dash = layers.find('-');
         auto first = parse_layer(layers.substr(0, dash), item);
         if (!first) return first.error();
-        auto last = dash == std::string_view::npos ? first : parse_layer(layers.substr(dash + 1), item);
+        auto last =
+            dash == std::string_view::npos ? first : parse_layer(layers.substr(dash + 1), item);
         if (!last) return last.error();
         if (*last < *first)
             return Error{"layer range " + quote_for_message(item) +
@@ -84,8 +85,8 @@ Result<std::vector<KvDtype>> kv_dtypes_per_layer(const std::vector<KvDtypeRange>
     for (const KvDtypeRange& r : ranges) {
         if (r.last >= n_layers)
             return Error{"layer range " + std::to_string(r.first) + "-" + std::to_string(r.last) +
-                         " goes past the model's " + std::to_string(n_layers) +
-                         " layers (0-" + std::to_string(n_layers - 1) + ")"};
+                         " goes past the model's " + std::to_string(n_layers) + " layers (0-" +
+                         std::to_string(n_layers - 1) + ")"};
         std::fill(dtypes.begin() + r.first, dtypes.begin() + r.last + 1, r.dtype);
     }
     return dtypes;
@@ -180,9 +181,8 @@ AsymParams asym_params(const float* x, size_t n, size_t stride, int bits) {
 uint8_t asym_encode(float x, AsymParams p, int bits) {
     const float scale = half_to_float(p.scale);
     if (!(scale > 0)) return 0;
-    return static_cast<uint8_t>(
-        std::clamp(std::nearbyint((x - half_to_float(p.min)) / scale), 0.0f,
-                   static_cast<float>((1 << bits) - 1)));
+    return static_cast<uint8_t>(std::clamp(std::nearbyint((x - half_to_float(p.min)) / scale), 0.0f,
+                                           static_cast<float>((1 << bits) - 1)));
 }
 
 }  // namespace kvscope

@@ -753,8 +753,8 @@ TEST(Cli, ABudgetFreesMemoryByDefault) {
 // --kv-dtype-layers: a dtype per layer range, checked against the model's layers and recorded
 // with the session; every layer given f32 is the f32 run whatever --kv-dtype says.
 TEST(Cli, KvDtypeLayersIsCheckedAppliedAndRecorded) {
-    const std::vector<std::string> gen = {"generate",  "--prompt", "And God said,",
-                                          "--max-tokens", "24",     "--print-ids",
+    const std::vector<std::string> gen = {"generate",     "--prompt", "And God said,",
+                                          "--max-tokens", "24",       "--print-ids",
                                           "--threads",    "1"};
     auto with = [&](std::vector<std::string> extra) {
         std::vector<std::string> args = gen;
@@ -797,8 +797,8 @@ TEST(Cli, KvDtypeLayersIsCheckedAppliedAndRecorded) {
             EXPECT_NE(r.err.find("--kv-dtype-layers"), std::string::npos) << r.err;
         }
     // int2 cannot move its keys either: --compact is refused beside it, as beside int4.
-    auto compact = with({"--policy", "h2o", "--kv-budget", "8", "--kv-dtype-layers", "2:int2",
-                         "--compact"});
+    auto compact =
+        with({"--policy", "h2o", "--kv-budget", "8", "--kv-dtype-layers", "2:int2", "--compact"});
     EXPECT_EQ(compact.exit_code, 2) << compact.err;
     EXPECT_NE(compact.err.find("int2"), std::string::npos) << compact.err;
 }
@@ -808,15 +808,16 @@ TEST(Cli, EvalRunsAKvDtypeScheduleAsOneMoreSetting) {
     const std::string file = sampled_text_file();
     ASSERT_FALSE(file.empty());
     auto r = kvscope({"eval", "--text", file, "--ctx", "64", "--agree-tokens", "4", "--chunks", "1",
-                      "--threads", "1", "--kv-dtype", "f32,int2", "--kv-dtype-layers",
-                      "0-5:f32", "--json"});
+                      "--threads", "1", "--kv-dtype", "f32,int2", "--kv-dtype-layers", "0-5:f32",
+                      "--json"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     auto rows = nlohmann::json::parse(r.out);
     ASSERT_EQ(rows.size(), 3u);  // f32, int2, the schedule over f32
     EXPECT_EQ(rows[2]["kv_dtype_layers"], "0-5:f32");
     EXPECT_EQ(rows[2]["perplexity"], rows[0]["perplexity"]);
     EXPECT_EQ(rows[2]["kv_bytes_peak"], rows[0]["kv_bytes_peak"]);
-    EXPECT_LT(rows[1]["kv_bytes_peak"].get<double>(), rows[0]["kv_bytes_peak"].get<double>() * 0.25);
+    EXPECT_LT(rows[1]["kv_bytes_peak"].get<double>(),
+              rows[0]["kv_bytes_peak"].get<double>() * 0.25);
 }
 
 }  // namespace

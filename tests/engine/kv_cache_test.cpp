@@ -112,15 +112,15 @@ TEST(KvQuant, LayerSchedulesParseAndRefuseWhatTheyCannotMean) {
     ASSERT_TRUE(ranges.ok()) << ranges.error().message;
     auto per_layer = kv_dtypes_per_layer(*ranges, KvDtype::kF16, 7);
     ASSERT_TRUE(per_layer.ok());
-    EXPECT_EQ(*per_layer, (std::vector<KvDtype>{KvDtype::kInt8, KvDtype::kInt8, KvDtype::kInt2,
-                                                KvDtype::kInt2, KvDtype::kInt2, KvDtype::kInt2,
-                                                KvDtype::kF16}));
+    EXPECT_EQ(*per_layer,
+              (std::vector<KvDtype>{KvDtype::kInt8, KvDtype::kInt8, KvDtype::kInt2, KvDtype::kInt2,
+                                    KvDtype::kInt2, KvDtype::kInt2, KvDtype::kF16}));
     auto one = parse_kv_dtype_layers("3:int4");
     ASSERT_TRUE(one.ok());
     EXPECT_EQ(one->front().first, 3);
     EXPECT_EQ(one->front().last, 3);
-    for (const char* bad : {"0-1:int3", "2-1:int8", "0-2:int8,2-3:int2", "garbage", "", "0-1:",
-                            "-1:int8", "0-1:int8,", "a-b:int8", "1-:f16"})
+    for (const char* bad : {"0-1:int3", "2-1:int8", "0-2:int8,2-3:int2", "garbage", "",
+                            "0-1:", "-1:int8", "0-1:int8,", "a-b:int8", "1-:f16"})
         EXPECT_FALSE(parse_kv_dtype_layers(bad).ok()) << bad;
     auto past = kv_dtypes_per_layer(*parse_kv_dtype_layers("7-9:int2"), KvDtype::kF32, 6);
     ASSERT_FALSE(past.ok());
@@ -152,9 +152,9 @@ TEST(KvCache, EveryDtypeReadsBackWhatWasWrittenWithinItsPrecision) {
         KvDtype dtype;
         float tolerance;
     };
-    for (Want w : {Want{KvDtype::kF32, 0.0f}, Want{KvDtype::kF16, 2e-3f},
-                   Want{KvDtype::kInt8, 0.03f}, Want{KvDtype::kInt4, 0.5f},
-                   Want{KvDtype::kInt2, 1.3f}}) {
+    for (Want w :
+         {Want{KvDtype::kF32, 0.0f}, Want{KvDtype::kF16, 2e-3f}, Want{KvDtype::kInt8, 0.03f},
+          Want{KvDtype::kInt4, 0.5f}, Want{KvDtype::kInt2, 1.3f}}) {
         KvCacheStorage kv(c, bs, 4, w.dtype);
         std::vector<float> ko(static_cast<size_t>(bs) * 32), vo(ko.size());
         for (int s = 0; s < bs; ++s) {
@@ -263,7 +263,8 @@ TEST(KvCache, ADtypePerLayerChangesOnlyThatLayersStorage) {
     EXPECT_EQ(mixed.dtype(1), KvDtype::kInt2);
     EXPECT_EQ(mixed.layer_bytes_per_block(0), f32.layer_bytes_per_block(0));
     EXPECT_EQ(mixed.layer_bytes_per_block(1), int2.layer_bytes_per_block(1));
-    EXPECT_EQ(mixed.bytes_per_block(), f32.layer_bytes_per_block(0) + int2.layer_bytes_per_block(1));
+    EXPECT_EQ(mixed.bytes_per_block(),
+              f32.layer_bytes_per_block(0) + int2.layer_bytes_per_block(1));
     EXPECT_LT(mixed.bytes_per_block(), f32.bytes_per_block());
     // Layer 0 reads back exactly what was written; layer 1 within int2's precision; the block
     // still swaps whole.
