@@ -109,9 +109,10 @@ void KvCacheStorage::write(int layer, BlockId block, int slot, const float* k, c
         case KvDtype::kInt4:
         case KvDtype::kInt2: {
             // Values: per token and head, groups of 32 channels. Codes are indexed by element
-            // over the whole array (a block's codes fill whole bytes: block_size * kv_dim is a
-            // multiple of 4).
+            // within the block, whose bytes are its own whatever the block size.
             const int bits = kv_code_bits(L.dtype);
+            uint8_t* codes = L.v.data() + static_cast<size_t>(block) * elem_bytes_per_block(L);
+            const size_t e = static_cast<size_t>(slot) * dim;
             const auto groups = static_cast<size_t>(groups_per_head());
             for (size_t h = 0; h < static_cast<size_t>(n_kv_heads_); ++h)
                 for (size_t g = 0; g < groups; ++g) {
@@ -121,8 +122,7 @@ void KvCacheStorage::write(int layer, BlockId block, int slot, const float* k, c
                     params[0] = p.scale;
                     params[1] = p.min;
                     for (size_t c = 0; c < n; ++c)
-                        set_code(L.v.data(), at * dim + c0 + c, asym_encode(v[c0 + c], p, bits),
-                                 bits);
+                        set_code(codes, e + c0 + c, asym_encode(v[c0 + c], p, bits), bits);
                 }
             // Keys: in f16 until the block's last slot is written, then per channel together.
             std::vector<uint16_t>& open = L.open_keys[block];
@@ -142,15 +142,14 @@ void KvCacheStorage::quantize_block_keys(Layer& L, BlockId block) {
     const auto dim = static_cast<size_t>(kv_dim_), bs = static_cast<size_t>(block_size_);
     std::vector<float> open(it->second.size());
     std::transform(it->second.begin(), it->second.end(), open.begin(), half_to_float);
-    const size_t first = slot_index(block, 0) * dim;
+    uint8_t* codes = L.k.data() + static_cast<size_t>(block) * elem_bytes_per_block(L);
     for (size_t c = 0; c < dim; ++c) {
         AsymParams p = asym_params(open.data() + c, bs, dim, bits);
         uint16_t* params = &L.k_params[(static_cast<size_t>(block) * dim + c) * 2];
         params[0] = p.scale;
         params[1] = p.min;
         for (size_t s = 0; s < bs; ++s)
-            set_code(L.k.data(), first + s * dim + c, asym_encode(open[s * dim + c], p, bits),
-                     bits);
+            set_code(codes, s * dim + c, asym_encode(open[s * dim + c], p, bits), bits);
     }
     L.open_keys.erase(it);
 }
@@ -192,11 +191,15 @@ void KvCacheStorage::read_lane(int layer, BlockId block, int kv_head, int count,
             case KvDtype::kInt4:
             case KvDtype::kInt2: {
                 const auto groups = static_cast<size_t>(groups_per_head());
+                const size_t block_bytes = elem_bytes_per_block(L);
+                const uint8_t* kcodes = L.k.data() + static_cast<size_t>(block) * block_bytes;
+                const uint8_t* vcodes = L.v.data() + static_cast<size_t>(block) * block_bytes;
+                const size_t c0 = s * dim + h * hd;  // the head's first code in the block
                 if (vo)
                     for (size_t i = 0; i < hd; ++i) {
                         const uint16_t* p =
                             &L.v_params[at * v_params_per_slot() + (h * groups + i / 32) * 2];
-                        vo[i] = asym_decode(get_code(L.v.data(), e + i, bits), {p[0], p[1]});
+                        vo[i] = asym_decode(get_code(vcodes, c0 + i, bits), {p[0], p[1]});
                     }
                 if (!ko) break;
                 if (open != L.open_keys.end()) {
@@ -206,7 +209,7 @@ void KvCacheStorage::read_lane(int layer, BlockId block, int kv_head, int count,
                     for (size_t i = 0; i < hd; ++i) {
                         const uint16_t* p =
                             &L.k_params[(static_cast<size_t>(block) * dim + h * hd + i) * 2];
-                        ko[i] = asym_decode(get_code(L.k.data(), e + i, bits), {p[0], p[1]});
+                        ko[i] = asym_decode(get_code(kcodes, c0 + i, bits), {p[0], p[1]});
                     }
                 }
                 break;
