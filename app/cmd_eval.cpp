@@ -81,6 +81,18 @@ struct Row {
     }
 };
 
+// A row of the full cache or of a policy, before it runs.
+Row make_row(const std::string& policy, const std::string& budget, const std::string& dtype,
+             const std::string& dtype_layers) {
+    Row r;
+    r.policy = policy;
+    r.budget = budget;
+    r.dtype = dtype;
+    r.dtype_layers = dtype_layers;
+    r.agreement = 0.0;
+    return r;
+}
+
 // --positions as modes, checked against the policies: cache applies to streaming only, so it is
 // refused beside a policy that scores (whose rows could not take it) or without streaming.
 Result<std::vector<PositionMode>> plan_positions(const EvalOptions& o,
@@ -110,7 +122,8 @@ Result<std::vector<PositionMode>> plan_positions(const EvalOptions& o,
 // The rows to run, the full cache first; every setting checked before any work.
 Result<std::vector<Row>> plan_rows(const EvalOptions& o) {
     std::vector<Row> rows;
-    rows.push_back({"none", "full", "f32", {}, {}, 1.0, {}, ""});
+    rows.push_back(make_row("none", "full", "f32", ""));
+    rows.back().agreement = 1.0;
     auto aggregate = parse_window_aggregate(o.window_aggregate);
     if (!aggregate) return aggregate.error();
     auto dtypes = split_list("--kv-dtype", o.dtypes);
@@ -144,7 +157,7 @@ Result<std::vector<Row>> plan_rows(const EvalOptions& o) {
                     "tova or knorm)"};
             if (policy == "none") {  // the full cache; in f32 it is the first row already
                 if (dtype != "f32" || !layers.empty())
-                    rows.push_back({"none", "full", dtype, {}, {}, 0.0, {}, layers});
+                    rows.push_back(make_row("none", "full", dtype, layers));
                 continue;
             }
             // Only streaming's rows differ by --positions; the others keep absolute positions.
@@ -153,7 +166,7 @@ Result<std::vector<Row>> plan_rows(const EvalOptions& o) {
                                       : std::vector<PositionMode>{PositionMode::kPolicyDefault};
             for (const std::string& budget : *budgets)
                 for (PositionMode mode : modes) {
-                    Row r{policy, budget, dtype, {}, {}, 0.0, {}, layers};
+                    Row r = make_row(policy, budget, dtype, layers);
                     r.eviction.policy = policy;
                     r.eviction.sinks = o.sinks;
                     r.eviction.window = o.window;
