@@ -68,10 +68,12 @@ struct Row {
     EvalResult result;
     double agreement = 1.0;
     StreamResult stream;
-    std::string dtype_layers;  // --kv-dtype-layers; empty: every layer `dtype`
-    // "f32", "0-1:int8,2-5:int2,others:f32": the KV dtype column
+    std::string dtype_layers;        // --kv-dtype-layers; empty: every layer `dtype`
+    bool names_every_layer = false;  // the schedule leaves no layer to `dtype`
+    // "f32", "0-1:int8,2-5:int2", "0-1:int8,others:f32": the KV dtype column
     std::string dtype_label() const {
-        return dtype_layers.empty() ? dtype : dtype_layers + ",others:" + dtype;
+        if (dtype_layers.empty()) return dtype;
+        return names_every_layer ? dtype_layers : dtype_layers + ",others:" + dtype;
     }
     // "none full f32", "streaming 256 f32 cache": the setting in a table's header
     std::string label() const {
@@ -304,13 +306,18 @@ int run_eval(EvalOptions o) {
     eo.backend = backend_factory(o.backend);
     // The schedule's ranges against the model's layers, before any row runs.
     std::vector<std::vector<KvDtype>> layer_dtypes;
-    for (const Row& row : *rows) {
+    for (Row& row : *rows) {
         layer_dtypes.emplace_back();
         if (row.dtype_layers.empty()) continue;
-        auto per_layer = kv_dtypes_per_layer(*parse_kv_dtype_layers(row.dtype_layers),
-                                             *parse_kv_dtype(row.dtype), model->config.n_layers);
+        const auto ranges = *parse_kv_dtype_layers(row.dtype_layers);
+        auto per_layer =
+            kv_dtypes_per_layer(ranges, *parse_kv_dtype(row.dtype), model->config.n_layers);
         if (!per_layer) return usage_error("--kv-dtype-layers: " + per_layer.error().message);
         layer_dtypes.back() = std::move(per_layer).value();
+        int32_t named = 0;  // ranges do not overlap
+        for (const KvDtypeRange& r : ranges)
+            named += r.last - r.first + 1;
+        row.names_every_layer = named == model->config.n_layers;
     }
     ProgressLine progress;
     for (size_t i = 0; i < rows->size(); ++i) {

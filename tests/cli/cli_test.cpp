@@ -775,9 +775,10 @@ TEST(Cli, KvDtypeLayersIsCheckedAppliedAndRecorded) {
     EXPECT_NE(int2.out, f32.out);
 
     const std::string dir = test::temp_dir();
+    // The run's options are JSON inside the session's JSON: quotes escaped.
     auto recorded = with({"--kv-dtype-layers", "0-1:int8,2-5:int2", "--record", dir + "/g.kvs"});
     ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
-    EXPECT_NE(test::read_file(dir + "/g.kvs").find(R"("kv_dtype_layers":"0-1:int8,2-5:int2")"),
+    EXPECT_NE(test::read_file(dir + "/g.kvs").find(R"(kv_dtype_layers\":\"0-1:int8,2-5:int2\")"),
               std::string::npos);
 
     // Bad schedules: one line, status 2, on every command that takes the flag (the bundled
