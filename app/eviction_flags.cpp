@@ -55,16 +55,16 @@ std::vector<KvDtype> dtypes_in(KvDtype others, const std::vector<KvDtypeRange>& 
     return dtypes;
 }
 
+Result<std::vector<KvDtypeRange>> EvictionFlags::dtype_ranges() const {
+    if (kv_dtype_layers.empty()) return std::vector<KvDtypeRange>();
+    return parse_kv_dtype_layers_flag(kv_dtype_layers);
+}
+
 bool EvictionFlags::compacts() const {
     auto d = parse_kv_dtype(kv_dtype);
-    if (!d) return false;
-    std::vector<KvDtypeRange> ranges;
-    if (!kv_dtype_layers.empty()) {
-        auto parsed = parse_kv_dtype_layers(kv_dtype_layers);
-        if (!parsed) return false;
-        ranges = std::move(parsed).value();
-    }
-    auto c = compaction_for(false, no_compact, dtypes_in(*d, ranges));
+    auto ranges = dtype_ranges();
+    if (!d || !ranges) return false;
+    auto c = compaction_for(false, no_compact, dtypes_in(*d, *ranges));
     return c && *c;
 }
 
@@ -116,13 +116,9 @@ nlohmann::json EvictionFlags::to_json() const {
 Result<KvDtype> EvictionFlags::dtype() const {
     auto d = parse_kv_dtype(kv_dtype);
     if (!d) return d.error();
-    std::vector<KvDtypeRange> ranges;
-    if (!kv_dtype_layers.empty()) {
-        auto parsed = parse_kv_dtype_layers_flag(kv_dtype_layers);
-        if (!parsed) return parsed.error();
-        ranges = std::move(parsed).value();
-    }
-    if (auto c = compaction_for(compact, no_compact, dtypes_in(*d, ranges)); !c) return c.error();
+    auto ranges = dtype_ranges();
+    if (!ranges) return ranges.error();
+    if (auto c = compaction_for(compact, no_compact, dtypes_in(*d, *ranges)); !c) return c.error();
     return d;
 }
 
@@ -130,9 +126,7 @@ Result<std::vector<KvDtype>> EvictionFlags::layer_dtypes(int32_t n_layers) const
     auto d = dtype();
     if (!d) return d.error();
     if (kv_dtype_layers.empty()) return std::vector<KvDtype>();
-    auto ranges = parse_kv_dtype_layers_flag(kv_dtype_layers);
-    if (!ranges) return ranges.error();
-    auto per_layer = kv_dtypes_per_layer(*ranges, *d, n_layers);
+    auto per_layer = kv_dtypes_per_layer(*dtype_ranges(), *d, n_layers);  // checked by dtype()
     if (!per_layer) return Error{"--kv-dtype-layers: " + per_layer.error().message};
     return per_layer;
 }

@@ -46,6 +46,10 @@ struct EvictionFlags {
     // The flags as a JSON object, recorded with sessions (with the serving flags, the
     // window's workload...).
     nlohmann::json to_json() const;
+
+  private:
+    // --kv-dtype-layers parsed; none without it.
+    Result<std::vector<KvDtypeRange>> dtype_ranges() const;
 };
 
 void add_eviction_flags(CLI::App& sub, EvictionFlags& flags);
