@@ -22,8 +22,8 @@ KvCacheStorage::KvCacheStorage(const ModelConfig& config, int32_t block_size, in
         L.k = OnDemandArray<uint8_t>(elems);
         L.v = OnDemandArray<uint8_t>(elems);
         if (L.dtype == KvDtype::kInt8) {
-            L.k_scale = OnDemandArray<float>(slots * static_cast<size_t>(n_kv_heads_));
-            L.v_scale = OnDemandArray<float>(slots * static_cast<size_t>(n_kv_heads_));
+            L.k_scale = OnDemandArray<uint16_t>(slots * static_cast<size_t>(n_kv_heads_));
+            L.v_scale = OnDemandArray<uint16_t>(slots * static_cast<size_t>(n_kv_heads_));
         }
         if (kv_code_bits(L.dtype) > 0) {
             L.v_params = OnDemandArray<uint16_t>(slots * v_params_per_slot());
@@ -55,7 +55,7 @@ size_t KvCacheStorage::layer_bytes_per_block(int layer) const {
     const Layer& L = layers_[static_cast<size_t>(layer)];
     size_t scales = 0;
     const size_t slots_heads = static_cast<size_t>(block_size_) * static_cast<size_t>(n_kv_heads_);
-    if (L.dtype == KvDtype::kInt8) scales = 2 * slots_heads * sizeof(float);
+    if (L.dtype == KvDtype::kInt8) scales = 2 * slots_heads * sizeof(uint16_t);
     if (kv_code_bits(L.dtype) > 0)
         scales = (static_cast<size_t>(block_size_) * v_params_per_slot() +  // values
                   static_cast<size_t>(kv_dim_) * 2) *                       // keys
@@ -229,7 +229,7 @@ void KvCacheStorage::move_lane(int layer, int kv_head, BlockId from, int from_sl
         std::memmove(elems->data() + (b * dim + h * hd) * width,
                      elems->data() + (a * dim + h * hd) * width, hd * width);
     if (L.dtype == KvDtype::kInt8)
-        for (OnDemandArray<float>* scale : {&L.k_scale, &L.v_scale})
+        for (OnDemandArray<uint16_t>* scale : {&L.k_scale, &L.v_scale})
             (*scale)[b * static_cast<size_t>(n_kv_heads_) + h] =
                 (*scale)[a * static_cast<size_t>(n_kv_heads_) + h];
 }
@@ -241,12 +241,7 @@ void KvCacheStorage::discard_block(BlockId block) {
         L.k.release(b * eb, eb);
         L.v.release(b * eb, eb);
         // Scales are laid out per slot (k_params per block): the block's share of each.
-        for (OnDemandArray<float>* scales : {&L.k_scale, &L.v_scale})
-            if (!scales->empty()) {
-                const size_t per_block = scales->size() / static_cast<size_t>(num_blocks_);
-                scales->release(b * per_block, per_block);
-            }
-        for (OnDemandArray<uint16_t>* params : {&L.v_params, &L.k_params})
+        for (OnDemandArray<uint16_t>* params : {&L.k_scale, &L.v_scale, &L.v_params, &L.k_params})
             if (!params->empty()) {
                 const size_t per_block = params->size() / static_cast<size_t>(num_blocks_);
                 params->release(b * per_block, per_block);
@@ -277,12 +272,8 @@ void KvCacheStorage::save_block(BlockId block, std::vector<uint8_t>& out) const 
         const size_t eb = elem_bytes_per_block(L);
         put(out, L.k.data() + b * eb, eb);
         put(out, L.v.data() + b * eb, eb);
-        for (const OnDemandArray<float>* scales : {&L.k_scale, &L.v_scale})
-            if (!scales->empty()) {
-                const size_t per_block = scales->size() / static_cast<size_t>(num_blocks_);
-                put(out, scales->data() + b * per_block, per_block * sizeof(float));
-            }
-        for (const OnDemandArray<uint16_t>* params : {&L.v_params, &L.k_params})
+        for (const OnDemandArray<uint16_t>* params :
+             {&L.k_scale, &L.v_scale, &L.v_params, &L.k_params})
             if (!params->empty()) {
                 const size_t per_block = params->size() / static_cast<size_t>(num_blocks_);
                 put(out, params->data() + b * per_block, per_block * sizeof(uint16_t));
@@ -307,12 +298,7 @@ void KvCacheStorage::load_block(BlockId block, const std::vector<uint8_t>& in) {
         const size_t eb = elem_bytes_per_block(L);
         take(L.k.data() + b * eb, eb);
         take(L.v.data() + b * eb, eb);
-        for (OnDemandArray<float>* scales : {&L.k_scale, &L.v_scale})
-            if (!scales->empty()) {
-                const size_t per_block = scales->size() / static_cast<size_t>(num_blocks_);
-                take(scales->data() + b * per_block, per_block * sizeof(float));
-            }
-        for (OnDemandArray<uint16_t>* params : {&L.v_params, &L.k_params})
+        for (OnDemandArray<uint16_t>* params : {&L.k_scale, &L.v_scale, &L.v_params, &L.k_params})
             if (!params->empty()) {
                 const size_t per_block = params->size() / static_cast<size_t>(num_blocks_);
                 take(params->data() + b * per_block, per_block * sizeof(uint16_t));

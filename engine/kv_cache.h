@@ -7,7 +7,7 @@
 // attention reads one token's head as head_dim neighbours.
 //   f32   the elements as they are (the reference; attention reads them in place)
 //   f16   IEEE half per element
-//   int8  int8 elements, and one f32 scale per (block, slot, KV head), K and V alike
+//   int8  int8 elements, and one f16 scale per (block, slot, KV head), K and V alike
 //   int4  two elements per byte (KIVI): values grouped per token and KV head (an f16 scale and
 //         an f16 minimum per group of 32 channels); keys grouped per channel over the tokens of
 //         a block (an f16 scale and minimum per block, KV head and channel: KIVI's groups of 32
@@ -97,8 +97,8 @@ class KvCacheStorage : public KvBlockStore {
   private:
     struct Layer {
         KvDtype dtype = KvDtype::kF32;
-        OnDemandArray<uint8_t> k, v;            // elements
-        OnDemandArray<float> k_scale, v_scale;  // int8: per slot and head
+        OnDemandArray<uint8_t> k, v;               // elements
+        OnDemandArray<uint16_t> k_scale, v_scale;  // int8: per slot and head, f16
         // int4 / int2 values: per slot, head and group of 32 channels, (scale, min) halves
         OnDemandArray<uint16_t> v_params;
         // int4 / int2 keys: per block, head and channel, (scale, min) halves

@@ -131,22 +131,6 @@ float half_to_float(uint16_t h) {
     return out;
 }
 
-float quantize_int8(const float* x, size_t n, int8_t* q) {
-    float absmax = 0;
-    for (size_t i = 0; i < n; ++i)
-        absmax = std::max(absmax, std::fabs(x[i]));
-    const float scale = absmax / 127.0f;
-    const float inv = scale > 0 ? 1.0f / scale : 0.0f;
-    for (size_t i = 0; i < n; ++i)
-        q[i] = static_cast<int8_t>(std::clamp(std::nearbyint(x[i] * inv), -127.0f, 127.0f));
-    return scale;
-}
-
-void dequantize_int8(const int8_t* q, size_t n, float scale, float* x) {
-    for (size_t i = 0; i < n; ++i)
-        x[i] = static_cast<float>(q[i]) * scale;
-}
-
 namespace {
 // The neighbouring halves of a finite half, by value.
 uint16_t half_above(uint16_t h) {
@@ -158,6 +142,31 @@ uint16_t half_below(uint16_t h) {
     return static_cast<uint16_t>((h & 0x8000u) ? h + 1 : h - 1);
 }
 }  // namespace
+
+uint16_t half_at_least(float x) {
+    uint16_t h = float_to_half(x);
+    if (half_to_float(h) < x) h = half_above(h);
+    return h;
+}
+
+uint16_t quantize_int8(const float* x, size_t n, int8_t* q) {
+    float absmax = 0;
+    for (size_t i = 0; i < n; ++i)
+        absmax = std::max(absmax, std::fabs(x[i]));
+    // Quantized with the scale as stored, rounded up so that absmax stays within 127 codes.
+    const uint16_t half = half_at_least(absmax / 127.0f);
+    const float scale = half_to_float(half);
+    const float inv = scale > 0 ? 1.0f / scale : 0.0f;
+    for (size_t i = 0; i < n; ++i)
+        q[i] = static_cast<int8_t>(std::clamp(std::nearbyint(x[i] * inv), -127.0f, 127.0f));
+    return half;
+}
+
+void dequantize_int8(const int8_t* q, size_t n, uint16_t scale, float* x) {
+    const float s = half_to_float(scale);
+    for (size_t i = 0; i < n; ++i)
+        x[i] = static_cast<float>(q[i]) * s;
+}
 
 AsymParams asym_params(const float* x, size_t n, size_t stride, int bits) {
     float lo = x[0], hi = x[0];
@@ -171,10 +180,7 @@ AsymParams asym_params(const float* x, size_t n, size_t stride, int bits) {
     p.min = float_to_half(lo);
     if (half_to_float(p.min) > lo) p.min = half_below(p.min);
     const float scale = (hi - half_to_float(p.min)) / static_cast<float>((1 << bits) - 1);
-    if (scale > 0) {
-        p.scale = float_to_half(scale);
-        if (half_to_float(p.scale) < scale) p.scale = half_above(p.scale);
-    }
+    if (scale > 0) p.scale = half_at_least(scale);
     return p;
 }
 

@@ -2,7 +2,7 @@
 // The number formats a KV cache can store K and V in, and their conversions. The cache
 // (kv_cache.h) decides what is grouped with what; these are the per-group primitives.
 //   f16   IEEE half, round to nearest even
-//   int8  symmetric: one f32 scale (absmax / 127) per group, values in -127..127
+//   int8  symmetric: one f16 scale (absmax / 127, rounded up) per group, values in -127..127
 //   int4  asymmetric (KIVI): an f16 scale and an f16 minimum per group, codes 0..15, two per
 //         byte
 //   int2  asymmetric (KIVI-2): the same with codes 0..3, four per byte
@@ -50,9 +50,14 @@ Result<std::vector<KvDtype>> kv_dtypes_per_layer(const std::vector<KvDtypeRange>
 uint16_t float_to_half(float x);
 float half_to_float(uint16_t h);
 
-// int8: q[i] = round(x[i] / scale); returns the scale.
-float quantize_int8(const float* x, size_t n, int8_t* q);
-void dequantize_int8(const int8_t* q, size_t n, float scale, float* x);
+// The least half at or above x (finite x): a scale rounded so that the stored one still covers
+// the group.
+uint16_t half_at_least(float x);
+
+// int8: q[i] = round(x[i] / scale); returns the scale as a half (an f32 one measured the same
+// perplexity, bench/RESULTS.md, issue 31 part 3, for 4 bytes more per token, head and K or V).
+uint16_t quantize_int8(const float* x, size_t n, int8_t* q);
+void dequantize_int8(const int8_t* q, size_t n, uint16_t scale, float* x);
 
 // int4 / int2: a group's scale and minimum (over `n` values `stride` apart) as halves, each
 // value's code of `bits` bits, and codes packed 8 / bits per byte, low bits first, by element
