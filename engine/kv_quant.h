@@ -55,7 +55,7 @@ float half_to_float(uint16_t h);
 uint16_t half_at_least(float x);
 
 // int8: q[i] = round(x[i] / scale); returns the scale as a half (an f32 one measured the same
-// perplexity, bench/RESULTS.md, issue 31 part 3, for 4 bytes more per token, head and K or V).
+// perplexity, bench/RESULTS.md, issue 31 part 3, for 2 bytes more per token, head and K or V).
 uint16_t quantize_int8(const float* x, size_t n, int8_t* q);
 void dequantize_int8(const int8_t* q, size_t n, uint16_t scale, float* x);
 
