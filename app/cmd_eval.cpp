@@ -30,6 +30,7 @@ struct EvalOptions {
     std::string policies = "none";
     std::string budgets = "50%";
     std::string dtypes = "f32";
+    std::string dtype_layers;  // --kv-dtype-layers: one more row setting per policy and budget
     int32_t sinks = 4;
     int32_t window = -1;
     std::string window_aggregate = "max";
@@ -67,13 +68,32 @@ struct Row {
     EvalResult result;
     double agreement = 1.0;
     StreamResult stream;
+    std::string dtype_layers;        // --kv-dtype-layers; empty: every layer `dtype`
+    bool names_every_layer = false;  // the schedule leaves no layer to `dtype`
+    // "f32", "0-1:int8,2-5:int2", "0-1:int8,others:f32": the KV dtype column
+    std::string dtype_label() const {
+        if (dtype_layers.empty()) return dtype;
+        return names_every_layer ? dtype_layers : dtype_layers + ",others:" + dtype;
+    }
     // "none full f32", "streaming 256 f32 cache": the setting in a table's header
     std::string label() const {
-        std::string l = policy + " " + budget + " " + dtype;
+        std::string l = policy + " " + budget + " " + dtype_label();
         if (eviction.policy == "streaming") l += std::string(" ") + position_mode_name(eviction);
         return l;
     }
 };
+
+// A row of the full cache or of a policy, before it runs.
+Row make_row(const std::string& policy, const std::string& budget, const std::string& dtype,
+             const std::string& dtype_layers) {
+    Row r;
+    r.policy = policy;
+    r.budget = budget;
+    r.dtype = dtype;
+    r.dtype_layers = dtype_layers;
+    r.agreement = 0.0;
+    return r;
+}
 
 // --positions as modes, checked against the policies: cache applies to streaming only, so it is
 // refused beside a policy that scores (whose rows could not take it) or without streaming.
@@ -104,7 +124,8 @@ Result<std::vector<PositionMode>> plan_positions(const EvalOptions& o,
 // The rows to run, the full cache first; every setting checked before any work.
 Result<std::vector<Row>> plan_rows(const EvalOptions& o) {
     std::vector<Row> rows;
-    rows.push_back({"none", "full", "f32", {}, {}, 1.0, {}});
+    rows.push_back(make_row("none", "full", "f32", ""));
+    rows.back().agreement = 1.0;
     auto aggregate = parse_window_aggregate(o.window_aggregate);
     if (!aggregate) return aggregate.error();
     auto dtypes = split_list("--kv-dtype", o.dtypes);
@@ -114,10 +135,21 @@ Result<std::vector<Row>> plan_rows(const EvalOptions& o) {
         if (!*list) return list->error();
     auto positions = plan_positions(o, *policies);
     if (!positions) return positions.error();
-    for (const std::string& dtype : *dtypes) {
+    // Each --kv-dtype for every layer, then the schedule over the first one's.
+    std::vector<std::pair<std::string, std::string>> storings;  // (dtype, dtype_layers)
+    for (const std::string& dtype : *dtypes)
+        storings.emplace_back(dtype, "");
+    if (!o.dtype_layers.empty()) storings.emplace_back(dtypes->front(), o.dtype_layers);
+    for (const auto& [dtype, layers] : storings) {
         auto parsed = parse_kv_dtype(dtype);
         if (!parsed) return Error{"--kv-dtype: " + parsed.error().message};
-        auto compact = compaction_for(o.compact, o.no_compact, *parsed);
+        std::vector<KvDtypeRange> ranges;
+        if (!layers.empty()) {
+            auto r = parse_kv_dtype_layers_flag(layers);
+            if (!r) return r.error();
+            ranges = std::move(r).value();
+        }
+        auto compact = compaction_for(o.compact, o.no_compact, dtypes_in(*parsed, ranges));
         if (!compact) return compact.error();
         for (const std::string& policy : *policies) {
             if (o.stream && policy == "snapkv")
@@ -126,7 +158,8 @@ Result<std::vector<Row>> plan_rows(const EvalOptions& o) {
                     "no prompt for --policy snapkv to compress (give streaming, h2o, "
                     "tova or knorm)"};
             if (policy == "none") {  // the full cache; in f32 it is the first row already
-                if (dtype != "f32") rows.push_back({"none", "full", dtype, {}, {}, 0.0, {}});
+                if (dtype != "f32" || !layers.empty())
+                    rows.push_back(make_row("none", "full", dtype, layers));
                 continue;
             }
             // Only streaming's rows differ by --positions; the others keep absolute positions.
@@ -135,7 +168,7 @@ Result<std::vector<Row>> plan_rows(const EvalOptions& o) {
                                       : std::vector<PositionMode>{PositionMode::kPolicyDefault};
             for (const std::string& budget : *budgets)
                 for (PositionMode mode : modes) {
-                    Row r{policy, budget, dtype, {}, {}, 0.0, {}};
+                    Row r = make_row(policy, budget, dtype, layers);
                     r.eviction.policy = policy;
                     r.eviction.sinks = o.sinks;
                     r.eviction.window = o.window;
@@ -175,6 +208,7 @@ int print_stream(const EvalOptions& o, const std::vector<Row>& rows, int64_t tex
             out.push_back({{"policy", r.policy},
                            {"kv_budget", r.budget},
                            {"kv_dtype", r.dtype},
+                           {"kv_dtype_layers", r.dtype_layers},
                            {"positions", position_mode_name(r.eviction)},
                            {"perplexity", r.stream.perplexity},
                            {"scored_tokens", r.stream.scored_tokens},
@@ -231,6 +265,7 @@ int print_chunks(const EvalOptions& o, const std::vector<Row>& rows) {
             out.push_back({{"policy", r.policy},
                            {"kv_budget", r.budget},
                            {"kv_dtype", r.dtype},
+                           {"kv_dtype_layers", r.dtype_layers},
                            {"positions", position_mode_name(r.eviction)},
                            {"perplexity", r.result.perplexity},
                            {"agreement", r.agreement},
@@ -243,7 +278,7 @@ int print_chunks(const EvalOptions& o, const std::vector<Row>& rows) {
                 "positions", "perplexity", "agreement", "kv_bytes_peak", "tokens_evicted");
     for (const Row& r : rows)
         std::printf("%-10s %-9s %-8s %-9s %11.4f %10.3f %14lld %14lld\n", r.policy.c_str(),
-                    r.budget.c_str(), r.dtype.c_str(), position_mode_name(r.eviction),
+                    r.budget.c_str(), r.dtype_label().c_str(), position_mode_name(r.eviction),
                     r.result.perplexity, r.agreement,
                     static_cast<long long>(r.result.kv_bytes_peak),
                     static_cast<long long>(r.result.tokens_evicted));
@@ -269,10 +304,26 @@ int run_eval(EvalOptions o) {
                         ? stream_blocks_needed(static_cast<int64_t>(tokens.size()), eo.block_size)
                         : eval_blocks_needed(o.settings, eo.block_size);
     eo.backend = backend_factory(o.backend);
+    // The schedule's ranges against the model's layers, before any row runs.
+    std::vector<std::vector<KvDtype>> layer_dtypes;
+    for (Row& row : *rows) {
+        layer_dtypes.emplace_back();
+        if (row.dtype_layers.empty()) continue;
+        const auto ranges = *parse_kv_dtype_layers(row.dtype_layers);
+        auto per_layer =
+            kv_dtypes_per_layer(ranges, *parse_kv_dtype(row.dtype), model->config.n_layers);
+        if (!per_layer) return usage_error("--kv-dtype-layers: " + per_layer.error().message);
+        layer_dtypes.back() = std::move(per_layer).value();
+        int32_t named = 0;  // ranges do not overlap
+        for (const KvDtypeRange& r : ranges)
+            named += r.last - r.first + 1;
+        row.names_every_layer = named == model->config.n_layers;
+    }
     ProgressLine progress;
     for (size_t i = 0; i < rows->size(); ++i) {
         Row& row = (*rows)[i];
         eo.kv_dtype = *parse_kv_dtype(row.dtype);
+        eo.kv_dtype_layers = layer_dtypes[i];
         auto engine = Engine::create(model, eo);
         if (!engine) return fail(engine.error().message);
         std::unique_ptr<KvEvictor> evictor;
@@ -306,13 +357,14 @@ int run_eval(EvalOptions o) {
         row.agreement = agree / static_cast<double>(row.result.greedy.size());
     }
     progress.clear();
+    // Compaction is off without --no-compact only where a layer is int4 or int2.
     if (!o.no_compact && std::any_of(rows->begin(), rows->end(), [](const Row& r) {
-            return r.eviction.active() && r.dtype == "int4";
+            return r.eviction.active() && !r.eviction.compact;
         }))
         std::fprintf(stderr,
-                     "kvscope eval: note: int4 rows keep their holes (int4 keys are quantized "
-                     "together per block and cannot move), so their kv_bytes_peak counts the "
-                     "blocks the holes keep\n");
+                     "kvscope eval: note: int4 and int2 rows keep their holes (their keys are "
+                     "quantized together per block and cannot move), so their kv_bytes_peak "
+                     "counts the blocks the holes keep\n");
     return o.stream ? print_stream(o, *rows, static_cast<int64_t>(tokens.size()))
                     : print_chunks(o, *rows);
 }
@@ -335,6 +387,9 @@ Command register_eval(CLI::App& cli) {
     sub->add_option("--kv-budget", o->budgets, "Budgets, comma separated: N tokens or P%")
         ->capture_default_str();
     sub->add_option("--kv-dtype", o->dtypes, "KV dtypes, comma separated")->capture_default_str();
+    sub->add_option("--kv-dtype-layers", o->dtype_layers,
+                    "One more setting: a KV dtype per layer range, e.g. 0-1:int8,2-5:int2 "
+                    "(layers not named take the first --kv-dtype)");
     sub->add_option("--agree-tokens", o->settings.agree_tokens,
                     "Greedy tokens compared with the full cache's")
         ->check(CLI::Range(1, 1 << 16))

@@ -56,6 +56,9 @@ int run_generate(const GenerateOptions& o) {
     eo.threads = o.threads;
     eo.matmul = o.matmul;
     eo.kv_dtype = *o.eviction.dtype();  // checked before the model was loaded
+    auto layer_dtypes = o.eviction.layer_dtypes(model->config.n_layers);
+    if (!layer_dtypes) return usage_error(layer_dtypes.error().message);
+    eo.kv_dtype_layers = std::move(layer_dtypes).value();
     eo.backend = backend_factory(o.backend, !o.record.empty());
     auto engine = Engine::create(model, eo);
     if (!engine) return fail(engine.error().message);

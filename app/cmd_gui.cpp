@@ -55,6 +55,9 @@ int run_gui(GuiOptions& o) {
         return open_window(o.window);
     }
     std::shared_ptr<const LoadedModel> model = std::move(loaded).value();
+    // A layer range past the model's is a wrong flag like the others: refused before the window.
+    if (auto l = o.serving.eviction.layer_dtypes(model->config.n_layers); !l)
+        return usage_error(l.error().message);
     std::vector<Request> requests;
     std::string name = "demo (24 chat requests)";
     if (!o.workload.empty()) {
@@ -86,6 +89,7 @@ int run_gui(GuiOptions& o) {
     s.positions = o.serving.eviction.positions;
     s.compact = !o.serving.eviction.no_compact;
     s.kv_dtype = o.serving.eviction.kv_dtype;
+    s.kv_dtype_layers = o.serving.eviction.kv_dtype_layers;
     s.record = o.record;
     s.record_path = o.record_path;
     s.record_force = o.window.force;

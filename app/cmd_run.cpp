@@ -93,6 +93,9 @@ int run_serving(const RunOptions& o) {
                                   model->config.context_length);
     if (!requests) return fail(requests.error().message);
     EngineOptions eo = o.serving.engine_options();
+    auto layer_dtypes = o.serving.eviction.layer_dtypes(model->config.n_layers);
+    if (!layer_dtypes) return usage_error(layer_dtypes.error().message);
+    eo.kv_dtype_layers = std::move(layer_dtypes).value();
     eo.backend = backend_factory(o.backend, !o.record.empty());
     auto engine = Engine::create(model, eo);
     if (!engine) return fail(engine.error().message);

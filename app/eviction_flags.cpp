@@ -1,5 +1,6 @@
 #include "app/eviction_flags.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "base/terminal_text.h"
@@ -15,7 +16,10 @@ const char* const kWindowAggregateHelp =
     "gave it; MorphKV's choice for long responses) or sum (its choice for long inputs)";
 const char* const kNoCompactHelp =
     "Keep a policy's holes instead of moving kept tokens into them after each step (to look at "
-    "them in the block map); they keep most blocks allocated. int4 always keeps them";
+    "them in the block map); they keep most blocks allocated. int4 and int2 always keep them";
+const char* const kKvDtypeLayersHelp =
+    "A KV dtype per layer range, e.g. 0-1:int8,2-5:int2 (MiniKV: early layers more bits); "
+    "layers not named keep --kv-dtype";
 const char* const kCompactHelp =
     "Close a policy's holes after each step: the default now, accepted so that scripts keep "
     "working";
@@ -26,19 +30,42 @@ Result<WindowAggregate> parse_window_aggregate(const std::string& text) {
     return Error{"--window-aggregate " + quote_for_message(text) + " must be max or sum"};
 }
 
-Result<bool> compaction_for(bool compact, bool no_compact, KvDtype dtype) {
+Result<bool> compaction_for(bool compact, bool no_compact, const std::vector<KvDtype>& dtypes) {
     if (compact && no_compact)
         return Error{
             "--compact and --no-compact contradict each other: compaction is the "
             "default, give --no-compact alone to keep the holes"};
-    if (compact && dtype == KvDtype::kInt4)
-        return Error{"--compact cannot move int4 keys: they are quantized together per block"};
-    return !no_compact && dtype != KvDtype::kInt4;
+    auto grouped = std::find_if(dtypes.begin(), dtypes.end(), kv_keys_grouped_per_block);
+    if (compact && grouped != dtypes.end())
+        return Error{std::string("--compact cannot move ") + kv_dtype_name(*grouped) +
+                     " keys: they are quantized together per block"};
+    return !no_compact && grouped == dtypes.end();
+}
+
+Result<std::vector<KvDtypeRange>> parse_kv_dtype_layers_flag(const std::string& text) {
+    auto ranges = parse_kv_dtype_layers(text);
+    if (!ranges) return Error{"--kv-dtype-layers: " + ranges.error().message};
+    return ranges;
+}
+
+std::vector<KvDtype> dtypes_in(KvDtype others, const std::vector<KvDtypeRange>& ranges) {
+    std::vector<KvDtype> dtypes = {others};
+    for (const KvDtypeRange& r : ranges)
+        dtypes.push_back(r.dtype);
+    return dtypes;
+}
+
+Result<std::vector<KvDtypeRange>> EvictionFlags::dtype_ranges() const {
+    if (kv_dtype_layers.empty()) return std::vector<KvDtypeRange>();
+    return parse_kv_dtype_layers_flag(kv_dtype_layers);
 }
 
 bool EvictionFlags::compacts() const {
     auto d = parse_kv_dtype(kv_dtype);
-    return d && !no_compact && *d != KvDtype::kInt4;
+    auto ranges = dtype_ranges();
+    if (!d || !ranges) return false;
+    auto c = compaction_for(false, no_compact, dtypes_in(*d, *ranges));
+    return c && *c;
 }
 
 Result<EvictionOptions> EvictionFlags::options() const {
@@ -66,7 +93,7 @@ Result<EvictionOptions> EvictionFlags::options() const {
     if (Status s = validate_eviction_options(o); !s) return s.error();
     auto d = dtype();
     if (!d) return d.error();
-    o.compact = *compaction_for(compact, no_compact, *d);
+    o.compact = compacts();
     return o;
 }
 
@@ -82,14 +109,26 @@ nlohmann::json EvictionFlags::to_json() const {
         // What RoPE did, also when the policy's default chose it.
         {"positions",
          positions.empty() ? (policy == "streaming" ? "cache" : "absolute") : positions},
-        {"kv_dtype", kv_dtype}};
+        {"kv_dtype", kv_dtype},
+        {"kv_dtype_layers", kv_dtype_layers}};
 }
 
 Result<KvDtype> EvictionFlags::dtype() const {
     auto d = parse_kv_dtype(kv_dtype);
     if (!d) return d.error();
-    if (auto c = compaction_for(compact, no_compact, *d); !c) return c.error();
+    auto ranges = dtype_ranges();
+    if (!ranges) return ranges.error();
+    if (auto c = compaction_for(compact, no_compact, dtypes_in(*d, *ranges)); !c) return c.error();
     return d;
+}
+
+Result<std::vector<KvDtype>> EvictionFlags::layer_dtypes(int32_t n_layers) const {
+    auto d = dtype();
+    if (!d) return d.error();
+    if (kv_dtype_layers.empty()) return std::vector<KvDtype>();
+    auto per_layer = kv_dtypes_per_layer(*dtype_ranges(), *d, n_layers);  // checked by dtype()
+    if (!per_layer) return Error{"--kv-dtype-layers: " + per_layer.error().message};
+    return per_layer;
 }
 
 Result<std::shared_ptr<const KvEvictor>> EvictionFlags::evictor(int32_t n_layers) const {
@@ -123,10 +162,11 @@ void add_eviction_flags(CLI::App& sub, EvictionFlags& f) {
         ->check(CLI::IsMember({"uniform", "pyramid"}))
         ->capture_default_str();
     sub.add_option("--kv-dtype", f.kv_dtype,
-                   "How K and V are stored: f32 | f16 | int8 (per token and head) | int4 (KIVI: "
-                   "keys per channel, values per token)")
-        ->check(CLI::IsMember({"f32", "f16", "int8", "int4"}))
+                   "How K and V are stored: f32 | f16 | int8 (per token and head) | int4 or int2 "
+                   "(KIVI: keys per channel, values per token)")
+        ->check(CLI::IsMember({"f32", "f16", "int8", "int4", "int2"}))
         ->capture_default_str();
+    sub.add_option("--kv-dtype-layers", f.kv_dtype_layers, kKvDtypeLayersHelp);
     sub.add_option("--positions", f.positions,
                    "Where RoPE puts the kept tokens: cache (their places in the cache, as "
                    "StreamingLLM; the default for streaming) | absolute (their positions in the "

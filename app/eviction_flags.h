@@ -1,14 +1,16 @@
 #pragma once
 // The flags of storing less, on generate, run and gui: token eviction (--policy, --kv-budget,
 // --sinks, --window, --window-aggregate, --layer-budget, --no-compact, --positions) and the KV
-// dtype (--kv-dtype). A policy's holes are closed after every step unless --no-compact: holes
-// scattered over blocks kept 0.8 of the full cache's blocks at a 25% budget. --compact, the
-// default now, is still accepted so that scripts written for it keep working.
+// dtype (--kv-dtype, and per layer --kv-dtype-layers). A policy's holes are closed after every step
+// unless --no-compact: holes scattered over blocks kept 0.8 of the full cache's blocks at a 25%
+// budget. --compact, the default now, is still accepted so that scripts written for it keep
+// working.
 
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "engine/kv_eviction.h"
 #include "engine/kv_quant.h"
@@ -26,12 +28,17 @@ struct EvictionFlags {
     bool no_compact = false;  // --no-compact: keep the holes (to look at them in the block map)
     std::string positions;    // "cache" | "absolute"; empty: the policy's default
     std::string kv_dtype = "f32";
+    std::string kv_dtype_layers;  // "0-1:int8,2-5:int2"; empty: every layer kv_dtype
 
-    // Whether holes are closed: unless --no-compact, and never for int4, whose keys are
-    // quantized together per block and cannot move one by one.
+    // Whether holes are closed: unless --no-compact, and never where a layer is int4 or int2,
+    // whose keys are quantized together per block and cannot move one by one.
     bool compacts() const;
-    // The dtype, or a message; --compact cannot move int4 keys (grouped over a block).
+    // The dtype of the layers --kv-dtype-layers does not name, or a message; checks the
+    // schedule's form too, and that --compact is not asked of int4 / int2 keys.
     Result<KvDtype> dtype() const;
+    // One dtype per layer for a model of `n_layers`, or empty without --kv-dtype-layers; a
+    // message if a range goes past the model's layers.
+    Result<std::vector<KvDtype>> layer_dtypes(int32_t n_layers) const;
 
     // Null for --policy none; else the evictor, or a message naming the flag that is wrong.
     Result<std::shared_ptr<const KvEvictor>> evictor(int32_t n_layers) const;
@@ -39,14 +46,24 @@ struct EvictionFlags {
     // The flags as a JSON object, recorded with sessions (with the serving flags, the
     // window's workload...).
     nlohmann::json to_json() const;
+
+  private:
+    // --kv-dtype-layers parsed; none without it.
+    Result<std::vector<KvDtypeRange>> dtype_ranges() const;
 };
 
 void add_eviction_flags(CLI::App& sub, EvictionFlags& flags);
 
 // --window-aggregate's value as the engine's; the message names the flag.
 Result<WindowAggregate> parse_window_aggregate(const std::string& text);
-// --compact and --no-compact against each other and the dtype: the compaction a setting gets.
-Result<bool> compaction_for(bool compact, bool no_compact, KvDtype dtype);
+// --compact and --no-compact against each other and the dtypes of a setting's layers: the
+// compaction it gets.
+Result<bool> compaction_for(bool compact, bool no_compact, const std::vector<KvDtype>& dtypes);
+// --kv-dtype-layers parsed, and the dtypes a setting stores in: `others` and the schedule's.
+Result<std::vector<KvDtypeRange>> parse_kv_dtype_layers_flag(const std::string& text);
+std::vector<KvDtype> dtypes_in(KvDtype others, const std::vector<KvDtypeRange>& ranges);
+// --kv-dtype-layers' help, shared with eval.
+extern const char* const kKvDtypeLayersHelp;
 
 // The help of the flags eval shares with generate, run and gui.
 extern const char* const kWindowHelp;

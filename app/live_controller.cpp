@@ -19,13 +19,14 @@ EvictionFlags eviction_flags(const LiveSettings& s) {
     f.window = s.window;
     f.window_aggregate = s.window_aggregate;
     f.layer_budget = s.layer_budget;
-    // The checkbox is what the window wishes (int4 keeps its holes whatever it says); with no
-    // policy there are no holes, and --no-compact would be refused.
+    // The checkbox is what the window wishes (int4 and int2 keep their holes whatever it says);
+    // with no policy there are no holes, and --no-compact would be refused.
     f.no_compact = s.policy != "none" && !s.compact;
     // --positions applies to streaming: the Controls panel can switch to a policy it does not
     // apply to, which then keeps its own (absolute) positions rather than failing to restart.
     if (s.policy == "streaming") f.positions = s.positions;
     f.kv_dtype = s.kv_dtype;
+    f.kv_dtype_layers = s.kv_dtype_layers;
     return f;
 }
 
@@ -61,6 +62,9 @@ Status LiveController::start() {
     auto dtype = storing.dtype();
     if (!dtype) return dtype.error();
     eo.kv_dtype = *dtype;
+    auto layer_dtypes = storing.layer_dtypes(model_->config.n_layers);
+    if (!layer_dtypes) return layer_dtypes.error();
+    eo.kv_dtype_layers = std::move(layer_dtypes).value();
     auto engine = Engine::create(model_, eo);
     if (!engine) return engine.error();
     engine_ = std::move(engine).value();

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Storing less (issue 14), on the bundled model:
 #  1. quality: `kvscope eval` on held-out text, every policy at 25% and 50% budgets (compacted,
-#     the default, and with --no-compact), the pyramid layer budget, and the f16 / int8 / int4
-#     KV dtypes;
+#     the default, and with --no-compact), the pyramid layer budget, and the f16 / int8 / int4 /
+#     int2 KV dtypes and a dtype per layer (DTYPE_CHUNKS=16: the first 16 chunks only);
 #  2. speed: decode tokens/s of a 2 000-token generation with each policy at 50% and with int8,
 #     against none/f32, all settings alternated in one run (medians of ROUNDS).
 #  3. past the context (issue 31): `eval --stream` over 8 192 held-out tokens (16x the trained
@@ -49,8 +49,9 @@ if [[ $what == quality || $what == all ]]; then
   echo "== 1c. pyramid layer budget (lower layers get more of the same total) =="
   "$kvscope" eval --model "$model" --text "$heldout" --policy streaming,h2o,tova --kv-budget 25% \
     --layer-budget pyramid --threads "$threads"
-  echo "== 1d. KV dtypes, full cache =="
-  "$kvscope" eval --model "$model" --text "$heldout" --kv-dtype f16,int8,int4 --threads "$threads"
+  echo "== 1d. KV dtypes, full cache, and a dtype per layer (issue 31: int4 with f16 scales, int2, MiniKV's early layers in int8) =="
+  "$kvscope" eval --model "$model" --text "$heldout" --kv-dtype f16,int8,int4,int2 \
+    --kv-dtype-layers 0-1:int8,2-5:int2 --chunks "${DTYPE_CHUNKS:-0}" --threads "$threads"
   echo "== 1e. morphkv with its window's attention summed instead of its maximum =="
   "$kvscope" eval --model "$model" --text "$heldout" --policy morphkv --kv-budget 25%,50% \
     --window-aggregate sum --threads "$threads"

@@ -179,8 +179,6 @@ Status CpuForward::run_pass(const ForwardBatch& batch, std::vector<float>& logit
     auto since = [](clock::time_point t) {
         return std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now() - t).count();
     };
-    // K/V of one token in one layer (all KV heads), scales included.
-    const int64_t kv_token_layer_bytes = kv_.bytes_per_lane_token() * c.n_kv_heads;
     // Row-wise ops over the pool too (each row's values are the same whoever computes them):
     // run alone they left the other threads spinning (a quarter of a 2-thread prefill of the
     // bundled model). `width` is a row's work in multiply-adds, roughly.
@@ -265,7 +263,8 @@ Status CpuForward::run_pass(const ForwardBatch& batch, std::vector<float>& logit
             },
             [&] {
                 KernelCost k = elementwise_cost(2 * n64 * kv_dim, 0, 0);
-                k.kv_written_bytes = n64 * kv_token_layer_bytes;
+                // K/V of the rows in this layer (all KV heads), scales included.
+                k.kv_written_bytes = n64 * kv_.bytes_per_lane_token(l) * c.n_kv_heads;
                 return k;
             });
 
@@ -403,7 +402,7 @@ int64_t CpuForward::attention_kv_read_bytes(const ForwardBatch& batch, int layer
             });
         }
     }
-    return held * kv_.bytes_per_lane_token();
+    return held * kv_.bytes_per_lane_token(layer);
 }
 
 void CpuForward::attention(const ForwardBatch& batch, int layer) {
@@ -427,7 +426,7 @@ void CpuForward::attention(const ForwardBatch& batch, int layer) {
         static_cast<int64_t>(n) * c.n_kv_heads, cost, [&](int64_t begin, int64_t end) {
             std::vector<float> scores(static_cast<size_t>(group) * static_cast<size_t>(max_keys));
             // Quantized caches: one block of one KV head, dequantized ([slot][head_dim]).
-            const bool in_place = kv_.dtype() == KvDtype::kF32;
+            const bool in_place = kv_.dtype(layer) == KvDtype::kF32;
             std::vector<float> kbuf, vbuf;
             if (!in_place) {
                 kbuf.resize(static_cast<size_t>(bs) * static_cast<size_t>(hd));

@@ -34,6 +34,13 @@ Status validate_engine_options(const ModelConfig& config, const EngineOptions& o
     else if (o.threads < 0 || o.threads > kMaxThreads)
         msg << "threads must be between 1 and " << kMaxThreads << " (0 = all cores), got "
             << o.threads;
+    else if (!o.kv_dtype_layers.empty() &&
+             o.kv_dtype_layers.size() != static_cast<size_t>(config.n_layers))
+        msg << "a KV dtype per layer needs " << config.n_layers << " dtypes, got "
+            << o.kv_dtype_layers.size();
+    else if (!o.kv_dtype_layers.empty() && o.backend)
+        msg << "--kv-dtype-layers: this backend stores every layer in one dtype; give "
+               "--kv-dtype alone, or --backend cpu";
     std::string s = msg.str();
     if (!s.empty()) return Error{s};
     // A pool asked for by size must fit the machine: it may all be filled. The default one, the
@@ -41,7 +48,8 @@ Status validate_engine_options(const ModelConfig& config, const EngineOptions& o
     // checks what one generation needs.
     if (o.num_blocks > 0) {
         const uint64_t bytes =
-            KvCacheStorage(config, o.block_size, 0, o.kv_dtype).bytes_per_block() *
+            KvCacheStorage(config, o.block_size, 0, o.kv_dtype, o.kv_dtype_layers)
+                .bytes_per_block() *
             static_cast<uint64_t>(o.num_blocks);
         return check_fits_in_memory(bytes,
                                     "a KV cache of " + std::to_string(o.num_blocks) +
@@ -71,7 +79,7 @@ Engine::Engine(std::shared_ptr<const LoadedModel> model, const EngineOptions& op
       pool_(options_.threads),
       // Another backend keeps the blocks in its own memory: this one only knows their sizes.
       kv_(model_->config, options_.block_size, options_.backend ? 0 : options_.num_blocks,
-          options_.kv_dtype),
+          options_.kv_dtype, options_.kv_dtype_layers),
       forward_(make_backend(started)),
       blocks_(options_.num_blocks, options_.block_size, forward_ ? &forward_->kv_blocks() : nullptr,
               &reporter_) {}

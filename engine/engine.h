@@ -24,6 +24,9 @@ struct EngineOptions {
     int32_t num_blocks = 0;            // 0: enough for one sequence of the model's full context
     int32_t threads = 0;               // 0: one per hardware thread
     KvDtype kv_dtype = KvDtype::kF32;  // how K and V are stored (kv_cache.h)
+    // One dtype per layer (--kv-dtype-layers, kv_dtypes_per_layer()), or empty: kv_dtype for
+    // every layer. The CPU backend only.
+    std::vector<KvDtype> kv_dtype_layers;
     MatmulMode matmul = MatmulMode::kExact;  // how projections multiply (cpu_matmul.h)
     // Null: the CPU backend (cpu_forward.h). Otherwise it makes the backend that runs the model
     // and holds the cache's blocks (the CUDA one: engine_cuda/cuda_forward.h).

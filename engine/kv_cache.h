@@ -1,19 +1,25 @@
 #pragma once
 // Storage of the paged KV cache: for every layer, keys and values of `num_blocks` blocks, in the
-// dtype the run asked for.
+// dtype the run asked for, which may differ by layer (--kv-dtype-layers).
 //
 // Layout, per layer, K and V alike: [num_blocks][block_size][n_kv_heads][head_dim] elements, so
 // one block of one layer is a contiguous run: copy-on-write and swapping move whole blocks, and
 // attention reads one token's head as head_dim neighbours.
 //   f32   the elements as they are (the reference; attention reads them in place)
 //   f16   IEEE half per element
-//   int8  int8 elements, and one f32 scale per (block, slot, KV head), K and V alike
-//   int4  two elements per byte (KIVI): values grouped per token and KV head (a scale and a
-//         minimum per group of 32 channels); keys grouped per channel over the tokens of a
-//         block (a scale and a minimum per block, KV head and channel: KIVI's groups of 32
+//   int8  int8 elements, and one f16 scale per (block, slot, KV head), K and V alike
+//   int4  two elements per byte (KIVI): values grouped per token and KV head (an f16 scale and
+//         an f16 minimum per group of 32 channels); keys grouped per channel over the tokens of
+//         a block (an f16 scale and minimum per block, KV head and channel: KIVI's groups of 32
 //         tokens are a block here, 16 by default, 32 with --block-size 32). A block's keys are
-//         kept in f32 until its last slot is written, then quantized together: the newest
-//         tokens stay in full precision until their group fills, as KIVI does.
+//         kept in f16 until its last slot is written, then quantized together: the newest
+//         tokens stay in full precision until their group fills (KIVI's residual, which KIVI
+//         also keeps in f16). The residual is a whole block's keys from its first write on.
+//   int2  the same grouping and residual as int4 (KIVI-2), four elements per byte.
+// Bytes of one block of one layer at head dim 32, block size 16, per token and KV head: f16
+// 128; int4 16 + 16 codes, 4 value parameters, 128 / 16 = 8 key parameters: 44 (0.34 of f16);
+// int2 8 + 8 + 4 + 8 = 28 (0.22). A sequence's open block adds its f16 keys, 64 more per token
+// of the block (open_block_bytes()): at 512 tokens int4 comes to 0.36 of f16, int2 to 0.23.
 // Every dtype but f32 is dequantized inside attention (read_lane()). The arrays are committed as
 // blocks are first written (on_demand_array.h): a pool sized for a long context costs only what
 // a run fills.
@@ -33,24 +39,27 @@ namespace kvscope {
 
 class KvCacheStorage : public KvBlockStore {
   public:
+    // `layer_dtypes`: one dtype per layer, or empty: `dtype` for every layer.
     KvCacheStorage(const ModelConfig& config, int32_t block_size, int32_t num_blocks,
-                   KvDtype dtype = KvDtype::kF32);
+                   KvDtype dtype = KvDtype::kF32, const std::vector<KvDtype>& layer_dtypes = {});
 
-    KvDtype dtype() const { return dtype_; }
+    KvDtype dtype(int layer) const { return layers_[static_cast<size_t>(layer)].dtype; }
     int32_t block_size() const { return block_size_; }
     int32_t num_blocks() const { return num_blocks_; }
     int32_t kv_dim() const { return kv_dim_; }
     int32_t n_layers() const { return n_layers_; }
-    // Bytes of K and V of one block over all layers, scales included (the f32 keys an int4
-    // block keeps until it fills are counted by open_block_bytes()).
+    // Bytes of K and V of one block over all layers, scales included (the f16 keys an int4 or
+    // int2 block keeps until it fills are counted by open_block_bytes()).
     size_t bytes_per_block() const;
-    // K and V of one token of one KV head in one layer, scales included: what a slot of a lane
+    // The same for one layer.
+    size_t layer_bytes_per_block(int layer) const;
+    // K and V of one token of one KV head in `layer`, scales included: what a slot of a lane
     // costs to read or write.
-    int64_t bytes_per_lane_token() const {
-        return static_cast<int64_t>(bytes_per_block()) /
-               (static_cast<int64_t>(block_size_) * n_layers_ * n_kv_heads_);
+    int64_t bytes_per_lane_token(int layer) const {
+        return static_cast<int64_t>(layer_bytes_per_block(layer)) /
+               (static_cast<int64_t>(block_size_) * n_kv_heads_);
     }
-    // The f32 keys int4 keeps for blocks not yet full, in bytes, for `block`.
+    // The f16 keys int4 and int2 keep for `block` while it is not yet full, in bytes.
     size_t open_block_bytes(BlockId block) const;
 
     // f32 only: the elements in place.
@@ -72,8 +81,8 @@ class KvCacheStorage : public KvBlockStore {
     // Slots [0, count) of one KV head of a block, dequantized: k and v get [count][head_dim]
     // (either may be null: only the other is read).
     void read_lane(int layer, BlockId block, int kv_head, int count, float* k, float* v) const;
-    // Compaction: one KV head's token moves to another slot (not for int4, whose keys are
-    // grouped over a block).
+    // Compaction: one KV head's token moves to another slot (not for int4 and int2, whose keys
+    // are grouped over a block).
     void move_lane(int layer, int kv_head, BlockId from, int from_slot, BlockId to,
                    int to_slot) override;
 
@@ -87,13 +96,20 @@ class KvCacheStorage : public KvBlockStore {
 
   private:
     struct Layer {
-        OnDemandArray<uint8_t> k, v;            // elements
-        OnDemandArray<float> k_scale, v_scale;  // int8: per slot and head; int4 v: per slot,
-                                                // head and group (scale, min pairs)
-        OnDemandArray<float> k_params;          // int4 keys: per block, head, channel (scale, min)
-        std::map<BlockId, std::vector<float>> open_keys;  // int4: f32 keys of blocks not full
+        KvDtype dtype = KvDtype::kF32;
+        OnDemandArray<uint8_t> k, v;               // elements
+        OnDemandArray<uint16_t> k_scale, v_scale;  // int8: per slot and head, f16
+        // int4 / int2 values: per slot, head and group of 32 channels, (scale, min) halves
+        OnDemandArray<uint16_t> v_params;
+        // int4 / int2 keys: per block, head and channel, (scale, min) halves
+        OnDemandArray<uint16_t> k_params;
+        // int4 / int2: the keys of blocks not yet full, in f16 (KIVI's full-precision residual)
+        std::map<BlockId, std::vector<uint16_t>> open_keys;
     };
-    size_t elem_bytes_per_block() const;  // K (or V) elements of one block, one layer
+    size_t elem_bytes_per_block(const Layer& L) const;  // K (or V) elements of one block
+    size_t v_params_per_slot() const {                  // int4 / int2: halves per slot, all heads
+        return static_cast<size_t>(n_kv_heads_ * groups_per_head()) * 2;
+    }
     size_t slot_index(BlockId block, int slot) const {
         return static_cast<size_t>(block) * static_cast<size_t>(block_size_) +
                static_cast<size_t>(slot);
@@ -105,7 +121,6 @@ class KvCacheStorage : public KvBlockStore {
     void quantize_block_keys(Layer& L, BlockId block);
     int groups_per_head() const { return (head_dim_ + 31) / 32; }
 
-    KvDtype dtype_;
     int32_t block_size_, num_blocks_, kv_dim_, n_layers_, n_kv_heads_, head_dim_;
     std::vector<Layer> layers_;
 };

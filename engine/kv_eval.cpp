@@ -49,7 +49,7 @@ class EvalSequence {
     // What the cache holds for this sequence: whole blocks, or with lanes the blocks each lane
     // holds a token in (a cache allocating per lane would hold no more).
     int64_t bytes_held() const {
-        // int4 keeps a block's keys in f32 until the block fills: they count too.
+        // int4 and int2 keep a block's keys in f16 until the block fills: they count too.
         int64_t open = 0;
         for (BlockId b : table_.blocks)
             if (b >= 0) open += static_cast<int64_t>(engine_.kv().open_block_bytes(b));

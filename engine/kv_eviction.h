@@ -48,8 +48,8 @@ struct EvictionOptions {
     WindowAggregate window_aggregate = WindowAggregate::kMax;  // morphkv
     LayerBudget layer_budget = LayerBudget::kUniform;
     // Close holes after each step (token_move events). Off here, so that the engine does only
-    // what it is told; the commands turn it on unless --no-compact (or int4, whose keys cannot
-    // move), because holes scattered over blocks keep most of the blocks allocated.
+    // what it is told; the commands turn it on unless --no-compact (or int4 / int2, whose keys
+    // cannot move), because holes scattered over blocks keep most of the blocks allocated.
     bool compact = false;
     PositionMode positions = PositionMode::kPolicyDefault;
 

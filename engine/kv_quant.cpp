@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 
 #include "base/terminal_text.h"
 
@@ -13,7 +14,9 @@ Result<KvDtype> parse_kv_dtype(std::string_view name) {
     if (name == "f16") return KvDtype::kF16;
     if (name == "int8") return KvDtype::kInt8;
     if (name == "int4") return KvDtype::kInt4;
-    return Error{"unknown KV dtype " + quote_for_message(name) + " (known: f32, f16, int8, int4)"};
+    if (name == "int2") return KvDtype::kInt2;
+    return Error{"unknown KV dtype " + quote_for_message(name) +
+                 " (known: f32, f16, int8, int4, int2)"};
 }
 
 const char* kv_dtype_name(KvDtype d) {
@@ -26,8 +29,67 @@ const char* kv_dtype_name(KvDtype d) {
             return "int8";
         case KvDtype::kInt4:
             return "int4";
+        case KvDtype::kInt2:
+            return "int2";
     }
     return "f32";
+}
+
+namespace {
+// A layer number of a schedule: digits only, within int32.
+Result<int32_t> parse_layer(std::string_view text, std::string_view item) {
+    if (text.empty() || text.size() > 9 ||
+        text.find_first_not_of("0123456789") != std::string_view::npos)
+        return Error{"layer range " + quote_for_message(item) +
+                     " must be FIRST-LAST:DTYPE or LAYER:DTYPE with layers from 0, e.g. 0-1:int8"};
+    return static_cast<int32_t>(std::stol(std::string(text)));
+}
+}  // namespace
+
+Result<std::vector<KvDtypeRange>> parse_kv_dtype_layers(std::string_view text) {
+    std::vector<KvDtypeRange> ranges;
+    for (size_t start = 0;;) {
+        const size_t comma = text.find(',', start);
+        const std::string_view item =
+            text.substr(start, comma == std::string_view::npos ? comma : comma - start);
+        const size_t colon = item.find(':');
+        if (colon == std::string_view::npos)
+            return Error{"layer range " + quote_for_message(item) +
+                         " names no dtype: give FIRST-LAST:DTYPE, e.g. 0-1:int8"};
+        const std::string_view layers = item.substr(0, colon);
+        const size_t dash = layers.find('-');
+        auto first = parse_layer(layers.substr(0, dash), item);
+        if (!first) return first.error();
+        auto last =
+            dash == std::string_view::npos ? first : parse_layer(layers.substr(dash + 1), item);
+        if (!last) return last.error();
+        if (*last < *first)
+            return Error{"layer range " + quote_for_message(item) +
+                         " ends before it starts: give the lower layer first"};
+        auto dtype = parse_kv_dtype(item.substr(colon + 1));
+        if (!dtype) return dtype.error();
+        for (const KvDtypeRange& r : ranges)
+            if (*first <= r.last && r.first <= *last)
+                return Error{"layer range " + quote_for_message(item) + " overlaps " +
+                             std::to_string(r.first) + "-" + std::to_string(r.last) +
+                             ": give each layer one dtype"};
+        ranges.push_back({*first, *last, *dtype});
+        if (comma == std::string_view::npos) return ranges;
+        start = comma + 1;
+    }
+}
+
+Result<std::vector<KvDtype>> kv_dtypes_per_layer(const std::vector<KvDtypeRange>& ranges,
+                                                 KvDtype others, int32_t n_layers) {
+    std::vector<KvDtype> dtypes(static_cast<size_t>(n_layers), others);
+    for (const KvDtypeRange& r : ranges) {
+        if (r.last >= n_layers)
+            return Error{"layer range " + std::to_string(r.first) + "-" + std::to_string(r.last) +
+                         " goes past the model's " + std::to_string(n_layers) + " layers (0-" +
+                         std::to_string(n_layers - 1) + ")"};
+        std::fill(dtypes.begin() + r.first, dtypes.begin() + r.last + 1, r.dtype);
+    }
+    return dtypes;
 }
 
 uint16_t float_to_half(float x) {
@@ -69,34 +131,64 @@ float half_to_float(uint16_t h) {
     return out;
 }
 
-float quantize_int8(const float* x, size_t n, int8_t* q) {
+namespace {
+// The neighbouring halves of a finite half, by value.
+uint16_t half_above(uint16_t h) {
+    if (h == 0x8000u) return 0x0001u;
+    return static_cast<uint16_t>((h & 0x8000u) ? h - 1 : h + 1);
+}
+uint16_t half_below(uint16_t h) {
+    if (h == 0x0000u) return 0x8001u;
+    return static_cast<uint16_t>((h & 0x8000u) ? h + 1 : h - 1);
+}
+}  // namespace
+
+uint16_t half_at_least(float x) {
+    uint16_t h = float_to_half(x);
+    if (half_to_float(h) < x) h = half_above(h);
+    return h;
+}
+
+uint16_t quantize_int8(const float* x, size_t n, int8_t* q) {
     float absmax = 0;
     for (size_t i = 0; i < n; ++i)
         absmax = std::max(absmax, std::fabs(x[i]));
-    const float scale = absmax / 127.0f;
+    // Quantized with the scale as stored, rounded up so that absmax stays within 127 codes.
+    const uint16_t half = half_at_least(absmax / 127.0f);
+    const float scale = half_to_float(half);
     const float inv = scale > 0 ? 1.0f / scale : 0.0f;
     for (size_t i = 0; i < n; ++i)
         q[i] = static_cast<int8_t>(std::clamp(std::nearbyint(x[i] * inv), -127.0f, 127.0f));
-    return scale;
+    return half;
 }
 
-void dequantize_int8(const int8_t* q, size_t n, float scale, float* x) {
+void dequantize_int8(const int8_t* q, size_t n, uint16_t scale, float* x) {
+    const float s = half_to_float(scale);
     for (size_t i = 0; i < n; ++i)
-        x[i] = static_cast<float>(q[i]) * scale;
+        x[i] = static_cast<float>(q[i]) * s;
 }
 
-Int4Params int4_params(const float* x, size_t n, size_t stride) {
+AsymParams asym_params(const float* x, size_t n, size_t stride, int bits) {
     float lo = x[0], hi = x[0];
     for (size_t i = 1; i < n; ++i) {
         lo = std::min(lo, x[i * stride]);
         hi = std::max(hi, x[i * stride]);
     }
-    return {(hi - lo) / 15.0f, lo};
+    // Minimum rounded down and scale up: the stored range covers [lo, hi], so no value is
+    // clamped beyond half a step by the halves' rounding.
+    AsymParams p;
+    p.min = float_to_half(lo);
+    if (half_to_float(p.min) > lo) p.min = half_below(p.min);
+    const float scale = (hi - half_to_float(p.min)) / static_cast<float>((1 << bits) - 1);
+    if (scale > 0) p.scale = half_at_least(scale);
+    return p;
 }
 
-uint8_t int4_encode(float x, Int4Params p) {
-    if (!(p.scale > 0)) return 0;
-    return static_cast<uint8_t>(std::clamp(std::nearbyint((x - p.min) / p.scale), 0.0f, 15.0f));
+uint8_t asym_encode(float x, AsymParams p, int bits) {
+    const float scale = half_to_float(p.scale);
+    if (!(scale > 0)) return 0;
+    return static_cast<uint8_t>(std::clamp(std::nearbyint((x - half_to_float(p.min)) / scale), 0.0f,
+                                           static_cast<float>((1 << bits) - 1)));
 }
 
 }  // namespace kvscope

@@ -2,46 +2,85 @@
 // The number formats a KV cache can store K and V in, and their conversions. The cache
 // (kv_cache.h) decides what is grouped with what; these are the per-group primitives.
 //   f16   IEEE half, round to nearest even
-//   int8  symmetric: one scale (absmax / 127) per group, values in -127..127
-//   int4  asymmetric (KIVI): a scale and a minimum per group, codes 0..15, two per byte
+//   int8  symmetric: one f16 scale (absmax / 127, rounded up) per group, values in -127..127
+//   int4  asymmetric (KIVI): an f16 scale and an f16 minimum per group, codes 0..15, two per
+//         byte
+//   int2  asymmetric (KIVI-2): the same with codes 0..3, four per byte
+// int4 and int2 share one quantizer parameterized by the bits (asym_*). Their scale and minimum
+// are kept in f16 as KIVI and llama.cpp's q4_0 keep them: at head dim 32 f32 parameters were a
+// third of int4's bytes. The f16 minimum is rounded down and the f16 scale up, so the stored
+// range still covers the group and every value stays within half a (stored) step.
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/result.h"
 
 namespace kvscope {
 
-enum class KvDtype : uint8_t { kF32, kF16, kInt8, kInt4 };
-Result<KvDtype> parse_kv_dtype(std::string_view name);  // "f32", "f16", "int8", "int4"
+enum class KvDtype : uint8_t { kF32, kF16, kInt8, kInt4, kInt2 };
+// "f32", "f16", "int8", "int4", "int2"
+Result<KvDtype> parse_kv_dtype(std::string_view name);
 const char* kv_dtype_name(KvDtype dtype);
+// int4 and int2: keys quantized per channel over the tokens of a block, so a key cannot move
+// to another slot on its own (compaction) and an open block keeps its keys in f16.
+inline bool kv_keys_grouped_per_block(KvDtype d) {
+    return d == KvDtype::kInt4 || d == KvDtype::kInt2;
+}
+// Bits of a code for the asymmetric dtypes (int4, int2); 0 for the others.
+inline int kv_code_bits(KvDtype d) {
+    return d == KvDtype::kInt4 ? 4 : d == KvDtype::kInt2 ? 2 : 0;
+}
+
+// --kv-dtype-layers "0-1:int8,2-5:int2" (MiniKV's layer-discriminative precision): layer ranges
+// (a single layer is "3") and their dtypes, in any order, not overlapping.
+struct KvDtypeRange {
+    int32_t first = 0, last = 0;
+    KvDtype dtype = KvDtype::kF32;
+};
+Result<std::vector<KvDtypeRange>> parse_kv_dtype_layers(std::string_view text);
+// One dtype per layer: the ranges' dtypes, `others` for the layers they do not name; an error
+// if a range goes past the model's `n_layers`.
+Result<std::vector<KvDtype>> kv_dtypes_per_layer(const std::vector<KvDtypeRange>& ranges,
+                                                 KvDtype others, int32_t n_layers);
 
 uint16_t float_to_half(float x);
 float half_to_float(uint16_t h);
 
-// int8: q[i] = round(x[i] / scale); returns the scale.
-float quantize_int8(const float* x, size_t n, int8_t* q);
-void dequantize_int8(const int8_t* q, size_t n, float scale, float* x);
+// The least half at or above x (finite x): a scale rounded so that the stored one still covers
+// the group.
+uint16_t half_at_least(float x);
 
-// int4: a group's scale and minimum (over `n` values `stride` apart), each value's 4-bit code,
-// and codes packed two per byte, low nibble first, by element index.
-struct Int4Params {
-    float scale = 0, min = 0;
+// int8: q[i] = round(x[i] / scale); returns the scale as a half (an f32 one measured the same
+// perplexity, bench/RESULTS.md, issue 31 part 3, for 2 bytes more per token, head and K or V).
+uint16_t quantize_int8(const float* x, size_t n, int8_t* q);
+void dequantize_int8(const int8_t* q, size_t n, uint16_t scale, float* x);
+
+// int4 / int2: a group's scale and minimum (over `n` values `stride` apart) as halves, each
+// value's code of `bits` bits, and codes packed 8 / bits per byte, low bits first, by element
+// index.
+struct AsymParams {
+    uint16_t scale = 0, min = 0;  // f16
 };
-Int4Params int4_params(const float* x, size_t n, size_t stride);
-uint8_t int4_encode(float x, Int4Params p);
-inline float int4_decode(uint8_t code, Int4Params p) {
-    return static_cast<float>(code) * p.scale + p.min;
+AsymParams asym_params(const float* x, size_t n, size_t stride, int bits);
+uint8_t asym_encode(float x, AsymParams p, int bits);
+inline float asym_decode(uint8_t code, AsymParams p) {
+    return static_cast<float>(code) * half_to_float(p.scale) + half_to_float(p.min);
 }
-inline void set_nibble(uint8_t* bytes, size_t i, uint8_t code) {
-    uint8_t& b = bytes[i / 2];
-    b = (i & 1) ? static_cast<uint8_t>((b & 0x0f) | (code << 4))
-                : static_cast<uint8_t>((b & 0xf0) | code);
+inline void set_code(uint8_t* bytes, size_t i, uint8_t code, int bits) {
+    const size_t per_byte = 8 / static_cast<size_t>(bits);
+    const int shift = static_cast<int>(i % per_byte) * bits;
+    const auto mask = static_cast<uint8_t>(((1u << bits) - 1u) << shift);
+    uint8_t& b = bytes[i / per_byte];
+    b = static_cast<uint8_t>((b & ~mask) | ((code << shift) & mask));
 }
-inline uint8_t get_nibble(const uint8_t* bytes, size_t i) {
-    return (i & 1) ? bytes[i / 2] >> 4 : bytes[i / 2] & 0x0f;
+inline uint8_t get_code(const uint8_t* bytes, size_t i, int bits) {
+    const size_t per_byte = 8 / static_cast<size_t>(bits);
+    const int shift = static_cast<int>(i % per_byte) * bits;
+    return static_cast<uint8_t>((bytes[i / per_byte] >> shift) & ((1u << bits) - 1u));
 }
 
 }  // namespace kvscope

@@ -18,7 +18,7 @@
 // Supported: every model the CPU backend loads (weights converted at load), f32 and f16 KV,
 // block-table holes and token eviction's per-lane holes, streaming eviction and compaction,
 // copy-on-write, swapping, capture of attention probabilities for chosen heads. Refused in one
-// line: int8/int4 KV, eviction policies that score by attention or key norms (h2o, snapkv,
+// line: int8/int4/int2 KV, eviction policies that score by attention or key norms (h2o, snapkv,
 // tova, knorm: the kernels do not gather those statistics yet), head sizes the attention
 // kernels do not take. With GPU probes (CudaForwardOptions::probes) and an op trace, every launch
 // is attributed to its op and layer and the step's kernels, copies and DRAM samples go into the

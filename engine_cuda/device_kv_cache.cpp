@@ -7,9 +7,10 @@ namespace kvscope::gpu {
 Result<int64_t> DeviceKvCache::device_bytes(const ModelConfig& config, int32_t block_size,
                                             int32_t num_blocks, KvDtype dtype) {
     if (dtype != KvDtype::kF32 && dtype != KvDtype::kF16)
-        return Error{std::string("--kv-dtype ") + kv_dtype_name(dtype) +
-                     ": the CUDA backend keeps K/V in f32 or f16 only (its attention kernels do "
-                     "not dequantize int8 or int4 yet); use --kv-dtype f16, or --backend cpu"};
+        return Error{
+            std::string("--kv-dtype ") + kv_dtype_name(dtype) +
+            ": the CUDA backend keeps K/V in f32 or f16 only (its attention kernels do "
+            "not dequantize int8, int4 or int2 yet); use --kv-dtype f16, or --backend cpu"};
     const int64_t elem = dtype == KvDtype::kF32 ? 4 : 2;
     return 2 * static_cast<int64_t>(config.n_layers) * num_blocks * block_size * config.kv_dim() *
            elem;

@@ -5,7 +5,7 @@
 // tables index it unchanged and a block saved here is byte for byte what the CPU saves.
 // Implements the block moves the engine makes (engine/kv_block_store.h): copy-on-write by the
 // copy_blocks kernel, swapping by DMA through pinned host memory, compaction by device copies.
-// int8 and int4 are refused: the attention kernels do not dequantize them (yet).
+// int8, int4 and int2 are refused: the attention kernels do not dequantize them (yet).
 
 #include <cuda_runtime_api.h>
 

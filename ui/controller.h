@@ -29,9 +29,12 @@ struct LiveSettings {
     int window = -1;                       // h2o / snapkv / morphkv; -1: the policy's default
     std::string window_aggregate = "max";  // morphkv: max | sum
     std::string layer_budget = "uniform";
-    bool compact = true;  // close the policy's holes after each step (int4 cannot: it keeps them)
+    bool compact =
+        true;  // close the policy's holes after each step (int4 and int2 cannot: they keep them)
     std::string positions;  // cache | absolute; empty: the policy's default
     std::string kv_dtype = "f32";
+    std::string
+        kv_dtype_layers;  // --kv-dtype-layers: not in the Controls panel, kept across restarts
     bool record = false;  // keep the session file after the run
     std::string record_path = "kvscope-live.kvs";
     // Replace a file at record_path (--force). Without it, and for every run after a restart,

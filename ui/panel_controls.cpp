@@ -121,14 +121,14 @@ void draw_controls_panel(UiContext& ctx) {
             if (ImGui::IsItemHovered())
                 ImGui::SetTooltip(
                     "Move kept tokens into the holes after each step, so blocks go "
-                    "back (off: the holes stay, to look at; int4 always keeps them)");
+                    "back (off: the holes stay, to look at; int4 and int2 always keep them)");
         }
-        static const char* const dtypes[] = {"f32", "f16", "int8", "int4"};
+        static const char* const dtypes[] = {"f32", "f16", "int8", "int4", "int2"};
         int dtype = 0;
-        for (int i = 0; i < 4; ++i)
+        for (int i = 0; i < 5; ++i)
             if (st.kv_dtype == dtypes[i]) dtype = i;
         ImGui::SetNextItemWidth(120);
-        if (ImGui::Combo("KV dtype", &dtype, "f32\0f16\0int8\0int4\0")) {
+        if (ImGui::Combo("KV dtype", &dtype, "f32\0f16\0int8\0int4\0int2\0")) {
             st.kv_dtype = dtypes[dtype];
             changed = true;
         }

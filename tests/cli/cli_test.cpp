@@ -750,5 +750,76 @@ TEST(Cli, ABudgetFreesMemoryByDefault) {
     EXPECT_EQ(int4.exit_code, 0) << int4.err;
 }
 
+// --kv-dtype-layers: a dtype per layer range, checked against the model's layers and recorded
+// with the session; every layer given f32 is the f32 run whatever --kv-dtype says.
+TEST(Cli, KvDtypeLayersIsCheckedAppliedAndRecorded) {
+    const std::vector<std::string> gen = {"generate",     "--prompt", "And God said,",
+                                          "--max-tokens", "24",       "--print-ids",
+                                          "--threads",    "1"};
+    auto with = [&](std::vector<std::string> extra) {
+        std::vector<std::string> args = gen;
+        args.insert(args.end(), extra.begin(), extra.end());
+        return kvscope(args);
+    };
+    auto f32 = with({});
+    ASSERT_EQ(f32.exit_code, 0) << f32.err;
+    auto all_f32 = with({"--kv-dtype", "int2", "--kv-dtype-layers", "0-5:f32"});
+    ASSERT_EQ(all_f32.exit_code, 0) << all_f32.err;
+    EXPECT_EQ(all_f32.out, f32.out);
+    // The same schedule split in two ranges, given out of order.
+    auto split = with({"--kv-dtype", "int2", "--kv-dtype-layers", "3-5:f32,0-2:f32"});
+    EXPECT_EQ(split.out, f32.out) << split.err;
+    // And it is the schedule that keeps those ids: int2 everywhere changes them.
+    auto int2 = with({"--kv-dtype", "int2"});
+    ASSERT_EQ(int2.exit_code, 0) << int2.err;
+    EXPECT_NE(int2.out, f32.out);
+
+    const std::string dir = test::temp_dir();
+    // The run's options are JSON inside the session's JSON: quotes escaped.
+    auto recorded = with({"--kv-dtype-layers", "0-1:int8,2-5:int2", "--record", dir + "/g.kvs"});
+    ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
+    EXPECT_NE(test::read_file(dir + "/g.kvs").find(R"(kv_dtype_layers\":\"0-1:int8,2-5:int2\")"),
+              std::string::npos);
+
+    // Bad schedules: one line, status 2, on every command that takes the flag (the bundled
+    // model has 6 layers, so 7-9 is past them).
+    const std::string w =
+        test::write_file(dir + "/w.jsonl", "{\"prompt_ids\":[1,2,3],\"max_tokens\":4}\n");
+    const std::string text = test::write_file(dir + "/t.txt", "In the beginning God created.\n");
+    for (const char* bad : {"0-1:int3", "7-9:int2", "2-1:int8", "0-2:int8,2-3:int2", "garbage"})
+        for (std::vector<std::string> args :
+             {std::vector<std::string>{"generate", "--max-tokens", "4"},
+              {"run", "--workload", w},
+              {"eval", "--text", text, "--ctx", "8"}}) {
+            args.insert(args.end(), {"--kv-dtype-layers", bad});
+            auto r = kvscope(args);
+            EXPECT_EQ(r.exit_code, 2) << args[0] << " " << bad << ": " << r.err;
+            EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+            EXPECT_NE(r.err.find("--kv-dtype-layers"), std::string::npos) << r.err;
+        }
+    // int2 cannot move its keys either: --compact is refused beside it, as beside int4.
+    auto compact =
+        with({"--policy", "h2o", "--kv-budget", "8", "--kv-dtype-layers", "2:int2", "--compact"});
+    EXPECT_EQ(compact.exit_code, 2) << compact.err;
+    EXPECT_NE(compact.err.find("int2"), std::string::npos) << compact.err;
+}
+
+// eval: the schedule is one more row per policy and budget, with its own bytes.
+TEST(Cli, EvalRunsAKvDtypeScheduleAsOneMoreSetting) {
+    const std::string file = sampled_text_file();
+    ASSERT_FALSE(file.empty());
+    auto r = kvscope({"eval", "--text", file, "--ctx", "64", "--agree-tokens", "4", "--chunks", "1",
+                      "--threads", "1", "--kv-dtype", "f32,int2", "--kv-dtype-layers", "0-5:f32",
+                      "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto rows = nlohmann::json::parse(r.out);
+    ASSERT_EQ(rows.size(), 3u);  // f32, int2, the schedule over f32
+    EXPECT_EQ(rows[2]["kv_dtype_layers"], "0-5:f32");
+    EXPECT_EQ(rows[2]["perplexity"], rows[0]["perplexity"]);
+    EXPECT_EQ(rows[2]["kv_bytes_peak"], rows[0]["kv_bytes_peak"]);
+    EXPECT_LT(rows[1]["kv_bytes_peak"].get<double>(),
+              rows[0]["kv_bytes_peak"].get<double>() * 0.25);
+}
+
 }  // namespace
 }  // namespace kvscope

@@ -423,7 +423,7 @@ TEST(CudaForward, CachePositionsAreRefused) {
 
 TEST(CudaForward, QuantizedKvIsRefusedInOneLine) {
     KVSCOPE_REQUIRE_CUDA_DEVICE();
-    for (KvDtype dtype : {KvDtype::kInt8, KvDtype::kInt4}) {
+    for (KvDtype dtype : {KvDtype::kInt8, KvDtype::kInt4, KvDtype::kInt2}) {
         EngineOptions eo;
         eo.kv_dtype = dtype;
         eo.backend = cuda_backend();
