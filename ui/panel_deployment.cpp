@@ -120,9 +120,14 @@ std::vector<std::string> tooltip_lines(const TimelineState& s, const AttachedInd
     // The session has no tokenizer for an attached deployment: ids only.
     if (a.token_pairs) {  // SGLang's speculative pages: (token, next token) a position
         std::string pairs;
-        for (size_t i = 0; i + 1 < a.tokens.size() && i < 64; i += 2)
-            pairs += (i ? " " : "") + std::string("(") + std::to_string(a.tokens[i]) + "," +
-                     std::to_string(a.tokens[i + 1]) + ")";
+        for (size_t i = 0; i + 1 < a.tokens.size() && i < 64; i += 2) {
+            if (i) pairs += ' ';
+            pairs.append("(")
+                .append(std::to_string(a.tokens[i]))
+                .append(",")
+                .append(std::to_string(a.tokens[i + 1]))
+                .append(")");
+        }
         lines.push_back(std::to_string(a.tokens.size() / 2) + " token pairs: " + pairs);
     } else {
         lines.push_back(std::to_string(a.tokens.size()) + " token ids: " + ids_text(a.tokens, 64));
