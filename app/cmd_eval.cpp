@@ -75,6 +75,14 @@ struct Row {
         if (dtype_layers.empty()) return dtype;
         return names_every_layer ? dtype_layers : dtype_layers + ",others:" + dtype;
     }
+    // The setting, as both --json outputs begin each row.
+    nlohmann::json setting_json() const {
+        return {{"policy", policy},
+                {"kv_budget", budget},
+                {"kv_dtype", dtype},
+                {"kv_dtype_layers", dtype_layers},
+                {"positions", position_mode_name(eviction)}};
+    }
     // "none full f32", "streaming 256 f32 cache": the setting in a table's header
     std::string label() const {
         std::string l = policy + " " + budget + " " + dtype_label();
@@ -205,17 +213,14 @@ int print_stream(const EvalOptions& o, const std::vector<Row>& rows, int64_t tex
                                    {"last", w.last},
                                    {"scored_tokens", w.scored},
                                    {"perplexity", w.perplexity}});
-            out.push_back({{"policy", r.policy},
-                           {"kv_budget", r.budget},
-                           {"kv_dtype", r.dtype},
-                           {"kv_dtype_layers", r.dtype_layers},
-                           {"positions", position_mode_name(r.eviction)},
-                           {"perplexity", r.stream.perplexity},
-                           {"scored_tokens", r.stream.scored_tokens},
-                           {"rope_position_max", r.stream.rope_position_max},
-                           {"kv_bytes_peak", r.stream.kv_bytes_peak},
-                           {"tokens_evicted", r.stream.tokens_evicted},
-                           {"windows", std::move(windows)}});
+            nlohmann::json row = r.setting_json();
+            row.update({{"perplexity", r.stream.perplexity},
+                        {"scored_tokens", r.stream.scored_tokens},
+                        {"rope_position_max", r.stream.rope_position_max},
+                        {"kv_bytes_peak", r.stream.kv_bytes_peak},
+                        {"tokens_evicted", r.stream.tokens_evicted},
+                        {"windows", std::move(windows)}});
+            out.push_back(std::move(row));
         }
         std::printf("%s\n", json_terminal_safe(out.dump(2)).c_str());
         return 0;
@@ -261,16 +266,14 @@ int print_chunks(const EvalOptions& o, const std::vector<Row>& rows) {
                  static_cast<long long>(first.scored_tokens), o.settings.agree_tokens);
     if (o.json) {
         nlohmann::json out = nlohmann::json::array();
-        for (const Row& r : rows)
-            out.push_back({{"policy", r.policy},
-                           {"kv_budget", r.budget},
-                           {"kv_dtype", r.dtype},
-                           {"kv_dtype_layers", r.dtype_layers},
-                           {"positions", position_mode_name(r.eviction)},
-                           {"perplexity", r.result.perplexity},
-                           {"agreement", r.agreement},
-                           {"kv_bytes_peak", r.result.kv_bytes_peak},
-                           {"tokens_evicted", r.result.tokens_evicted}});
+        for (const Row& r : rows) {
+            nlohmann::json row = r.setting_json();
+            row.update({{"perplexity", r.result.perplexity},
+                        {"agreement", r.agreement},
+                        {"kv_bytes_peak", r.result.kv_bytes_peak},
+                        {"tokens_evicted", r.result.tokens_evicted}});
+            out.push_back(std::move(row));
+        }
         std::printf("%s\n", json_terminal_safe(out.dump(2)).c_str());
         return 0;
     }
