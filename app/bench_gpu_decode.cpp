@@ -172,10 +172,17 @@ nlohmann::json gpu_time_by_op(const std::vector<Event>& events, int steps) {
 
 struct ProbeMode {
     const char* name;
-    bool activity, sampling;
+    bool activity, sampling, all_api_records, graphs;
 };
+// Traced steps run as launches (a replayed graph's kernels cannot be told apart by op), so
+// "off-launches" is the trace's own cost and "off" what a run without probes gets; "dram" samples
+// without tracing (graphs stay on); "trace-all-api" records every CUDA call, as before the trace
+// asked CUPTI for the launches' records alone.
 constexpr ProbeMode kProbeModes[] = {
-    {"off", false, false}, {"trace", true, false}, {"trace+dram", true, true}};
+    {"off", false, false, false, true},  {"off-launches", false, false, false, false},
+    {"trace", true, false, false, true}, {"trace+dram", true, true, false, true},
+    {"dram", false, true, false, true},  {"trace-all-api", true, false, true, true},
+};
 
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
@@ -201,19 +208,22 @@ int run_probe_overhead(Engine& e, SwitchedProbes& probes, const DecodeBenchOptio
             GpuProbeOptions po;
             po.activity = mode.activity;
             po.sampling = mode.sampling;
+            po.all_api_records = mode.all_api_records;
             std::vector<Event> events;
             if (Status s = probes.use(mode.activity || mode.sampling ? &po : nullptr, events); !s)
                 return fail("bench gpu --probe-overhead: " + std::string(mode.name) + ": " +
                             s.error().message);
             trace.device_events.clear();
             e.forward().set_trace(mode.activity ? &trace : nullptr);
+            e.forward().set_step_graphs(mode.graphs);
             auto row = time_decode(e, batch, context, o.steps, copy_gbps, weight_bytes);
             e.forward().set_trace(nullptr);
+            e.forward().set_step_graphs(true);
             if (!row) return fail("bench gpu: " + row.error().message);
             tps[m].push_back(row->tokens_per_second);
-            if (mode.activity && !mode.sampling)
+            if (mode.activity && !mode.sampling && !mode.all_api_records)
                 by_op = gpu_time_by_op(trace.device_events, kWarmSteps + o.steps);
-            if (!mode.sampling) continue;
+            if (!mode.activity || !mode.sampling) continue;
             // The last samples reach the drain thread a few intervals after the work.
             std::this_thread::sleep_for(std::chrono::milliseconds(5 * po.drain_interval_ms));
             events = std::move(trace.device_events);
@@ -248,6 +258,10 @@ int run_probe_overhead(Engine& e, SwitchedProbes& probes, const DecodeBenchOptio
         j["tokens_per_second"][kProbeModes[m].name] = median(tps[m]);
         j["tokens_per_second_each_round"][kProbeModes[m].name] = tps[m];
         j["cost"][kProbeModes[m].name] = off > 0 ? 1.0 - median(tps[m]) / off : 0.0;
+        // Against decode by launches, as traced steps run: the trace's own cost.
+        const double launches = median(tps[1]);
+        j["cost_vs_launches"][kProbeModes[m].name] =
+            launches > 0 ? 1.0 - median(tps[m]) / launches : 0.0;
     }
     if (o.json) {
         (*out)["probe_overhead"] = j;

@@ -94,6 +94,11 @@ class Forward {
     // Null (the default) traces nothing; otherwise run() appends a span per op (op_trace.h).
     virtual void set_trace(OpTrace* trace) = 0;
     virtual const ForwardPhaseTimes& last_phase_times() const = 0;
+    // Whether the backend may record repeated step shapes once and replay them (the CUDA
+    // backend's graphs; on by default); the others ignore it. For comparing the two.
+    virtual void set_step_graphs(bool /*on*/) {}
+    // Steps run so far by replaying a recording (0 for backends without them).
+    virtual int64_t replayed_steps() const { return 0; }
     // Where the KV cache's blocks are: what copy-on-write, swapping and compaction act on.
     virtual KvBlockStore& kv_blocks() = 0;
 };

@@ -41,6 +41,8 @@ Loaded load() {
     get(l.api.set_stream, "cublasSetStream_v2");
     get(l.api.gemm_ex, "cublasGemmEx");
     get(l.api.status_string, "cublasGetStatusString");
+    l.api.set_workspace =
+        reinterpret_cast<decltype(l.api.set_workspace)>(dlsym(lib, "cublasSetWorkspace_v2"));
     return l;
 }
 }  // namespace

@@ -21,6 +21,8 @@ struct Cublas {
                               cudaDataType, int, const void*, void*, cudaDataType, int,
                               cublasComputeType_t, cublasGemmAlgo_t) = nullptr;
     decltype(&cublasGetStatusString) status_string = nullptr;
+    // Optional (null where the library lacks it): a workspace of the caller's.
+    decltype(&cublasSetWorkspace_v2) set_workspace = nullptr;
 };
 
 // Loads libcublas.so.<the toolkit's major version> once (dlopen, so LD_LIBRARY_PATH and the

@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,7 @@ class CudaForward final : public Forward {
     CudaForward(const ModelConfig& config, const ModelWeights& weights)
         : config_(config), host_weights_(weights) {}
     ~CudaForward() override {
+        drop_graphs();
         if (handle_) cublas_->destroy(handle_);
         if (stream_) cudaStreamDestroy(stream_);
     }
@@ -79,8 +81,37 @@ class CudaForward final : public Forward {
     // Zero: the layers run asynchronously, so host clocks around them would measure enqueueing.
     const ForwardPhaseTimes& last_phase_times() const override { return times_; }
     KvBlockStore& kv_blocks() override { return cache_; }
+    void set_step_graphs(bool on) override { graphs_on_ = on; }
+    int64_t replayed_steps() const override { return replayed_; }
 
   private:
+    // [SECTION] Decode steps as CUDA graphs.
+    // A decode step's ~20 launches a layer cost more host time than the GPU spends on them
+    // (bench/RESULTS.md: 3 ms of a 10.8 ms step were gaps on an H200), so decode steps are
+    // recorded once per shape and replayed: the step's inputs (embeddings, tables, lengths) go
+    // to the same device buffers before each replay. What a recording bakes in is its key
+    // (rows, sequences, table stride, logit rows, attention splits) and the scratch buffers'
+    // addresses: the table stride is rounded up to a power of two (unused entries are holes, never
+    // read below a sequence's length) and the splits planned for that whole stride, so one
+    // recording serves a sequence for as long as its table fits; any scratch growth drops them
+    // all. Not recorded: prefill, steps traced by the GPU probes (a replay's kernels carry the
+    // replay's correlation, not their ops'), attention capture, per-lane eviction tables. If a
+    // recording fails (an older cuBLAS that allocates while captured), the step runs as launches
+    // and graphs stay off for this backend.
+    struct StepGraphKey {
+        int rows, seqs, stride, out_rows, splits;
+        bool operator==(const StepGraphKey&) const = default;
+    };
+    static constexpr size_t kMaxGraphs = 16;
+    Status launch_as_graph(const StepGraphKey& key, const std::function<Status()>& launch);
+    std::vector<const void*> graph_addresses() const;
+    void drop_graphs();
+    bool graphs_on_ = true;
+    bool graphs_failed_ = false;
+    int64_t replayed_ = 0;
+    std::vector<std::pair<StepGraphKey, cudaGraphExec_t>> graphs_;
+    std::vector<const void*> graphed_addresses_;
+
     // Host-side layout of one step's int32 metadata, uploaded as one copy.
     struct Meta {
         size_t pos = 0, seq = 0, slot = 0, kv_len = 0, q_start = 0, tables = 0, out_rows = 0,
@@ -120,6 +151,8 @@ class CudaForward final : public Forward {
     // Scratch, grown to the largest step so far.
     DeviceMemory x_, xb_, q_, k_, v_, att_, hb_, hb2_, half_, row_scale_, y_, logits_, meta_,
         flags_, workspace_, probs_;
+    // cuBLAS's workspace, set once: a product recorded into a graph may not allocate its own.
+    DeviceMemory cublas_workspace_;
     PinnedMemory host_in_, host_out_;
     // Capture items per layer: offsets into the items array ([item][2] = row, head).
     std::vector<int32_t> capture_items_;
@@ -189,6 +222,17 @@ Status CudaForward::init(const ForwardSetup& setup, const CudaForwardOptions& op
                                  "stream");
         !s)
         return s;
+    if (cublas_->set_workspace) {  // 32 MiB: what cuBLAS's documentation asks for on Hopper
+        constexpr size_t kCublasWorkspace = size_t{32} << 20;
+        if (Status s = cublas_workspace_.allocate(kCublasWorkspace, "cuBLAS's workspace"); !s)
+            return s;
+        if (Status s = cublas_status(
+                *cublas_,
+                cublas_->set_workspace(handle_, cublas_workspace_.get(), kCublasWorkspace),
+                "setting its workspace");
+            !s)
+            return s;
+    }
 
     // The weights' and the cache's uploads show in a trace too: as an op of their own, with the
     // first step, rather than as copies no op launched.
@@ -336,6 +380,11 @@ Status CudaForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
         }
         q_start[static_cast<size_t>(chunks)] = row;
     }
+    const bool graphed =
+        graphs_on_ && !graphs_failed_ && decode && !traced && !capturing && !any_lanes;
+    if (graphed)
+        while (stride & (stride - 1))
+            stride += stride & -stride;  // up to the next power of two
     const int n_out = static_cast<int>(out_rows.size());
     const int n_kv = c.n_kv_heads;
 
@@ -447,7 +496,7 @@ Status CudaForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
     attn.num_seqs = chunks;
     attn.n_heads = c.n_heads;
     attn.max_q_len = std::max(max_q, 1);
-    attn.max_kv_len = max_kv;
+    attn.max_kv_len = graphed ? stride * cache_.layer(0).block_size : max_kv;
     attn.cache = cache_.layer(0);
     attn.num_splits = decode ? kernels::paged_attention_splits(attn) : 1;
     if (const size_t ws = kernels::paged_attention_workspace_bytes(attn); ws > 0) {
@@ -460,110 +509,120 @@ Status CudaForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
                                  : kernels::RopeLayout::kHalfSplit;
     float* x = x_.as<float>();
     float* xb = xb_.as<float>();
-    for (int l = 0; l < c.n_layers; ++l) {
-        const DeviceLayer& w = weights_.layers[static_cast<size_t>(l)];
-        const kernels::PagedKvCache cache = cache_.layer(l);
-        enter(OpKind::kAttnNorm, l);
-        if (Status s = check(kernels::rmsnorm(xb, x, w.attn_norm, n, c.dim, c.rms_eps, stream_),
-                             "RMSNorm");
-            !s)
-            return s;
-        enter(OpKind::kQkv, l);
-        if (Status s = project(w.qkv, xb, n,
-                               {{q_.as<float>(), c.q_dim(), false},
-                                {k_.as<float>(), c.kv_dim(), false},
-                                {v_.as<float>(), c.kv_dim(), false}},
-                               w.qkv_bias, nullptr);
-            !s)
-            return s;
-        enter(OpKind::kRope, l);
-        if (Status s = check(
-                kernels::rope(q_.as<float>(), k_.as<float>(), dev + m.pos, inv_freq_.as<float>(), n,
-                              c.n_heads, n_kv, c.head_dim, rope_layout, stream_),
-                "RoPE");
-            !s)
-            return s;
-        enter(OpKind::kKvWrite, l);
-        if (Status s =
-                check(kernels::write_paged_kv(cache, attn.tables, k_.as<float>(), v_.as<float>(),
-                                              dev + m.seq, dev + m.slot, n, stream_),
-                      "writing K/V");
-            !s)
-            return s;
-        enter(OpKind::kAttention, l);
-        attn.cache = cache;
-        attn.slot_pos = any_lanes ? dev + m.slot_pos + slot_pos_layer * l : nullptr;
-        if (Status s = check(decode ? kernels::paged_attention_decode(attn, stream_)
-                                    : kernels::paged_attention_prefill(attn, stream_),
-                             "paged attention");
-            !s)
-            return s;
-        if (capturing) {
-            const size_t first = capture_first_[static_cast<size_t>(l)];
-            kernels::AttentionProbsParams p;
-            p.items = dev + m.items + 2 * first;
-            p.num_items = static_cast<int>(capture_first_[static_cast<size_t>(l) + 1] - first);
-            p.q = q_.as<float>();
-            p.n_heads = c.n_heads;
-            p.cache = cache;
-            p.tables = attn.tables;
-            p.row_seq = dev + m.seq;
-            p.row_slot = dev + m.slot;
-            p.slot_pos = attn.slot_pos;
-            p.slot_pos_stride = max_kv;
-            p.out = probs_.as<uint8_t>() + first * static_cast<size_t>(max_kv);
-            p.out_stride = max_kv;
+    auto launch = [&]() -> Status {
+        for (int l = 0; l < c.n_layers; ++l) {
+            const DeviceLayer& w = weights_.layers[static_cast<size_t>(l)];
+            const kernels::PagedKvCache cache = cache_.layer(l);
+            enter(OpKind::kAttnNorm, l);
+            if (Status s = check(kernels::rmsnorm(xb, x, w.attn_norm, n, c.dim, c.rms_eps, stream_),
+                                 "RMSNorm");
+                !s)
+                return s;
+            enter(OpKind::kQkv, l);
+            if (Status s = project(w.qkv, xb, n,
+                                   {{q_.as<float>(), c.q_dim(), false},
+                                    {k_.as<float>(), c.kv_dim(), false},
+                                    {v_.as<float>(), c.kv_dim(), false}},
+                                   w.qkv_bias, nullptr);
+                !s)
+                return s;
+            enter(OpKind::kRope, l);
+            if (Status s = check(kernels::rope(q_.as<float>(), k_.as<float>(), dev + m.pos,
+                                               inv_freq_.as<float>(), n, c.n_heads, n_kv,
+                                               c.head_dim, rope_layout, stream_),
+                                 "RoPE");
+                !s)
+                return s;
+            enter(OpKind::kKvWrite, l);
+            if (Status s = check(
+                    kernels::write_paged_kv(cache, attn.tables, k_.as<float>(), v_.as<float>(),
+                                            dev + m.seq, dev + m.slot, n, stream_),
+                    "writing K/V");
+                !s)
+                return s;
+            enter(OpKind::kAttention, l);
+            attn.cache = cache;
+            attn.slot_pos = any_lanes ? dev + m.slot_pos + slot_pos_layer * l : nullptr;
+            if (Status s = check(decode ? kernels::paged_attention_decode(attn, stream_)
+                                        : kernels::paged_attention_prefill(attn, stream_),
+                                 "paged attention");
+                !s)
+                return s;
+            if (capturing) {
+                const size_t first = capture_first_[static_cast<size_t>(l)];
+                kernels::AttentionProbsParams p;
+                p.items = dev + m.items + 2 * first;
+                p.num_items = static_cast<int>(capture_first_[static_cast<size_t>(l) + 1] - first);
+                p.q = q_.as<float>();
+                p.n_heads = c.n_heads;
+                p.cache = cache;
+                p.tables = attn.tables;
+                p.row_seq = dev + m.seq;
+                p.row_slot = dev + m.slot;
+                p.slot_pos = attn.slot_pos;
+                p.slot_pos_stride = max_kv;
+                p.out = probs_.as<uint8_t>() + first * static_cast<size_t>(max_kv);
+                p.out_stride = max_kv;
+                if (Status s =
+                        check(kernels::attention_probabilities(p, stream_), "capturing attention");
+                    !s)
+                    return s;
+            }
+            enter(OpKind::kAttnOutput, l);
+            if (Status s = project(w.wo, att_.as<float>(), n, {{x, c.dim, true}}, nullptr, nullptr);
+                !s)
+                return s;
+            enter(OpKind::kFfnNorm, l);
+            if (Status s = check(kernels::rmsnorm(xb, x, w.ffn_norm, n, c.dim, c.rms_eps, stream_),
+                                 "RMSNorm");
+                !s)
+                return s;
+            enter(OpKind::kFfnGateUp, l);
+            if (Status s = project(w.gate_up, xb, n,
+                                   {{hb_.as<float>(), c.hidden_dim, false},
+                                    {hb2_.as<float>(), c.hidden_dim, false}},
+                                   nullptr, nullptr);
+                !s)
+                return s;
+            enter(OpKind::kSwiglu, l);
+            if (Status s = check(kernels::swiglu(hb_.as<float>(), hb_.as<float>(), hb2_.as<float>(),
+                                                 static_cast<int64_t>(n) * c.hidden_dim, stream_),
+                                 "SwiGLU");
+                !s)
+                return s;
+            enter(OpKind::kFfnDown, l);
             if (Status s =
-                    check(kernels::attention_probabilities(p, stream_), "capturing attention");
+                    project(w.down, hb_.as<float>(), n, {{x, c.dim, true}}, nullptr, flags + l);
                 !s)
                 return s;
         }
-        enter(OpKind::kAttnOutput, l);
-        if (Status s = project(w.wo, att_.as<float>(), n, {{x, c.dim, true}}, nullptr, nullptr); !s)
-            return s;
-        enter(OpKind::kFfnNorm, l);
-        if (Status s =
-                check(kernels::rmsnorm(xb, x, w.ffn_norm, n, c.dim, c.rms_eps, stream_), "RMSNorm");
-            !s)
-            return s;
-        enter(OpKind::kFfnGateUp, l);
-        if (Status s = project(
-                w.gate_up, xb, n,
-                {{hb_.as<float>(), c.hidden_dim, false}, {hb2_.as<float>(), c.hidden_dim, false}},
-                nullptr, nullptr);
-            !s)
-            return s;
-        enter(OpKind::kSwiglu, l);
-        if (Status s = check(kernels::swiglu(hb_.as<float>(), hb_.as<float>(), hb2_.as<float>(),
-                                             static_cast<int64_t>(n) * c.hidden_dim, stream_),
-                             "SwiGLU");
-            !s)
-            return s;
-        enter(OpKind::kFfnDown, l);
-        if (Status s = project(w.down, hb_.as<float>(), n, {{x, c.dim, true}}, nullptr, flags + l);
-            !s)
-            return s;
-    }
 
-    // [SECTION] The classifier, for the rows whose logits are wanted.
-    if (n_out > 0) {
-        enter(OpKind::kOutputNorm, -1);
-        if (Status s = check(kernels::gather_rows(xb, x, dev + m.out_rows, n_out, c.dim, stream_),
-                             "gathering rows");
-            !s)
-            return s;
-        if (Status s = check(
-                kernels::rmsnorm(xb, xb, weights_.output_norm, n_out, c.dim, c.rms_eps, stream_),
-                "RMSNorm");
-            !s)
-            return s;
-        enter(OpKind::kLmHead, -1);
-        if (Status s =
-                project(weights_.output, xb, n_out, {{logits_.as<float>(), c.vocab_size, false}},
-                        nullptr, flags + c.n_layers);
-            !s)
-            return s;
-    }
+        // [SECTION] The classifier, for the rows whose logits are wanted.
+        if (n_out > 0) {
+            enter(OpKind::kOutputNorm, -1);
+            if (Status s =
+                    check(kernels::gather_rows(xb, x, dev + m.out_rows, n_out, c.dim, stream_),
+                          "gathering rows");
+                !s)
+                return s;
+            if (Status s = check(kernels::rmsnorm(xb, xb, weights_.output_norm, n_out, c.dim,
+                                                  c.rms_eps, stream_),
+                                 "RMSNorm");
+                !s)
+                return s;
+            enter(OpKind::kLmHead, -1);
+            if (Status s = project(weights_.output, xb, n_out,
+                                   {{logits_.as<float>(), c.vocab_size, false}}, nullptr,
+                                   flags + c.n_layers);
+                !s)
+                return s;
+        }
+        return {};
+    };
+    if (Status s = graphed ? launch_as_graph({n, chunks, stride, n_out, attn.num_splits}, launch)
+                           : launch();
+        !s)
+        return s;
 
     // [SECTION] One copy back: logits, the finite flags, captured rows.
     const size_t logit_bytes = static_cast<size_t>(n_out) * c.vocab_size * sizeof(float);
@@ -602,6 +661,59 @@ Status CudaForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
         collect_capture(reinterpret_cast<const uint8_t*>(out + flag_at + flag_bytes), batch,
                         row_pos, row_slot, row_chunk, max_kv);
     return {};
+}
+
+std::vector<const void*> CudaForward::graph_addresses() const {
+    std::vector<const void*> at;
+    for (const DeviceMemory* m : {&x_, &xb_, &q_, &k_, &v_, &att_, &hb_, &hb2_, &half_, &row_scale_,
+                                  &y_, &logits_, &meta_, &flags_, &workspace_, &probs_})
+        at.push_back(m->get());
+    for (int l = 0; l < config_.n_layers; ++l) {
+        const kernels::PagedKvCache layer = cache_.layer(l);
+        at.push_back(layer.k);
+        at.push_back(layer.v);
+    }
+    return at;
+}
+
+void CudaForward::drop_graphs() {
+    for (auto& [key, exec] : graphs_)
+        cudaGraphExecDestroy(exec);
+    graphs_.clear();
+}
+
+Status CudaForward::launch_as_graph(const StepGraphKey& key,
+                                    const std::function<Status()>& launch) {
+    if (std::vector<const void*> at = graph_addresses(); at != graphed_addresses_) {
+        drop_graphs();
+        graphed_addresses_ = std::move(at);
+    }
+    for (const auto& [k, exec] : graphs_)
+        if (k == key) {
+            ++replayed_;
+            return check(cudaGraphLaunch(exec, stream_), "replaying a decode step");
+        }
+    if (graphs_.size() >= kMaxGraphs) drop_graphs();
+    if (cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+        cudaGetLastError();
+        graphs_failed_ = true;
+        return launch();
+    }
+    const Status recorded = launch();
+    cudaGraph_t graph = nullptr;
+    cudaError_t e = cudaStreamEndCapture(stream_, &graph);
+    cudaGraphExec_t exec = nullptr;
+    if (recorded && e == cudaSuccess) e = cudaGraphInstantiate(&exec, graph, 0);
+    if (graph) cudaGraphDestroy(graph);
+    if (!recorded || e != cudaSuccess) {
+        // Launched for real instead: a genuine error says itself there, with its op.
+        cudaGetLastError();
+        graphs_failed_ = true;
+        return launch();
+    }
+    graphs_.emplace_back(key, exec);
+    ++replayed_;
+    return check(cudaGraphLaunch(exec, stream_), "replaying a decode step");
 }
 
 // Where the activations first stopped being finite, in the CPU backend's words: each layer's

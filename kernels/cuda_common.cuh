@@ -88,10 +88,9 @@ __device__ __forceinline__ void load4<__nv_bfloat16>(const __nv_bfloat16* p, flo
 // 16 bytes of elements of type T at p (16-byte aligned) as floats: 4 of f32, 8 of f16/bf16.
 template <class T>
 inline constexpr int kPer16 = 16 / static_cast<int>(sizeof(T));
+// 16 bytes already loaded, as floats.
 template <class T>
-__device__ __forceinline__ void load16(const T* p, float out[kPer16<T>]) {
-    // One 16-byte load (one shared-memory wavefront per 8 threads), then the conversions.
-    const uint4 raw = *reinterpret_cast<const uint4*>(p);
+__device__ __forceinline__ void unpack16(const uint4 raw, float out[kPer16<T>]) {
     if constexpr (sizeof(T) == 4) {
         out[0] = __uint_as_float(raw.x);
         out[1] = __uint_as_float(raw.y);
@@ -110,6 +109,11 @@ __device__ __forceinline__ void load16(const T* p, float out[kPer16<T>]) {
             out[2 * i + 1] = f.y;
         }
     }
+}
+template <class T>
+__device__ __forceinline__ void load16(const T* p, float out[kPer16<T>]) {
+    // One 16-byte load (one shared-memory wavefront per 8 threads), then the conversions.
+    unpack16<T>(*reinterpret_cast<const uint4*>(p), out);
 }
 
 __device__ __forceinline__ float warp_sum(float x) {

@@ -2,6 +2,8 @@
 
 #include "kernels/cuda_common.cuh"
 #include "kernels/paged_attention.h"
+#include "kernels/paged_attention_decode.cuh"
+#include "kernels/paged_attention_split.cuh"
 
 namespace kvscope::kernels {
 
@@ -14,6 +16,7 @@ using detail::Elem;
 using detail::kPer16;
 using detail::load16;
 using detail::load4;
+using detail::sm_count;
 using detail::warp_max;
 using detail::warp_sum;
 
@@ -46,8 +49,7 @@ struct Args {
     int heads_per_tile, head_tiles;
     int pv_lanes;  // threads across head_dim in P.V (4 dims each)
     int splits;
-    float* ws_out;  // splits > 1: [split][row][head][head_dim] partial outputs (normalized)
-    float* ws_ml;   // splits > 1: [split][row][head][2] running max (base 2) and sum
+    detail::SplitWorkspace ws;  // splits > 1 (paged_attention_split.cuh)
     int num_q_rows;
 };
 
@@ -306,7 +308,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const Args a)
         const float inv = l > 0.0f ? 1.0f / l : 0.0f;
         float* dst =
             a.splits > 1
-                ? a.ws_out +
+                ? a.ws.out +
                       (static_cast<int64_t>(split) * a.num_q_rows * a.n_heads + row_head) * hd
                 : a.out + row_head * hd;
 #pragma unroll
@@ -322,41 +324,10 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const Args a)
         const int64_t row_head =
             static_cast<int64_t>(row0 + qb + tid / hq) * a.n_heads + head0 + tid % hq;
         float* ml =
-            a.ws_ml + (static_cast<int64_t>(split) * a.num_q_rows * a.n_heads + row_head) * 2;
+            a.ws.ml + (static_cast<int64_t>(split) * a.num_q_rows * a.n_heads + row_head) * 2;
         ml[0] = m_s[tid];
         ml[1] = l_s[tid];
     }
-}
-
-// out = the splits' partial outputs weighted by l_s * 2^(m_s - max m). One block per (head, row).
-__global__ void merge_splits_kernel(float* out, const float* ws_out, const float* ws_ml, int splits,
-                                    int num_rows, int n_heads, int head_dim) {
-    const int64_t row_head = static_cast<int64_t>(blockIdx.y) * n_heads + blockIdx.x;
-    const int64_t split_stride = static_cast<int64_t>(num_rows) * n_heads;
-    float m_max = -INFINITY;
-    for (int s = 0; s < splits; ++s) {
-        const float* ml = ws_ml + (s * split_stride + row_head) * 2;
-        if (ml[1] > 0.0f) m_max = fmaxf(m_max, ml[0]);
-    }
-    for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
-        float acc = 0.0f, total = 0.0f;
-        for (int s = 0; s < splits; ++s) {
-            const float* ml = ws_ml + (s * split_stride + row_head) * 2;
-            if (!(ml[1] > 0.0f)) continue;
-            const float w = ml[1] * exp2f(ml[0] - m_max);
-            acc += w * ws_out[(s * split_stride + row_head) * head_dim + d];
-            total += w;
-        }
-        out[row_head * head_dim + d] = total > 0.0f ? acc / total : 0.0f;
-    }
-}
-
-int sm_count() {
-    int device = 0, sms = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
-        return 1;
-    return sms;
 }
 
 int heads_per_tile(int group, int rows) {
@@ -399,10 +370,7 @@ cudaError_t launch(const PagedAttentionParams& p, bool prefill, int splits, cuda
         a.pv_lanes /= 2;
     a.splits = splits;
     a.num_q_rows = p.num_seqs;  // decode: one row per sequence (prefill never splits)
-    if (splits > 1) {
-        a.ws_out = static_cast<float*>(p.workspace);
-        a.ws_ml = a.ws_out + static_cast<int64_t>(splits) * p.num_seqs * p.n_heads * hd;
-    }
+    if (splits > 1) a.ws = detail::split_workspace(p.workspace, splits, p.num_seqs, p.n_heads, hd);
     const int q_tiles =
         prefill ? ceil_div(p.max_q_len > 0 ? p.max_q_len : 1, ROWS / a.heads_per_tile) : 1;
     const int64_t z = static_cast<int64_t>(q_tiles) * splits;
@@ -410,22 +378,17 @@ cudaError_t launch(const PagedAttentionParams& p, bool prefill, int splits, cuda
     const dim3 grid(static_cast<unsigned>(p.cache.n_kv_heads * a.head_tiles),
                     static_cast<unsigned>(p.num_seqs), static_cast<unsigned>(z));
     const size_t smem = smem_bytes(ROWS, a.tile, hd, sizeof(T));
-    if (smem > 48 * 1024) {
-        cudaError_t e = cudaFuncSetAttribute(paged_attention_kernel<T, ROWS>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(smem));
-        if (e != cudaSuccess) return e;
-    }
+    // Raised once per instantiation to the budget (a call per launch costs host time each
+    // step); every tile choice above stays within it.
+    static const cudaError_t raised = cudaFuncSetAttribute(
+        paged_attention_kernel<T, ROWS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        static_cast<int>(kSmemBudget));
+    if (smem > 48 * 1024 && raised != cudaSuccess) return raised;
     paged_attention_kernel<T, ROWS><<<grid, kThreads, smem, stream>>>(a);
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-    if (splits > 1) {
-        const int threads = hd >= 128 ? 128 : ((hd + 31) / 32) * 32;
-        merge_splits_kernel<<<dim3(static_cast<unsigned>(p.n_heads),
-                                   static_cast<unsigned>(p.num_seqs)),
-                              threads, 0, stream>>>(p.out, a.ws_out, a.ws_ml, splits, p.num_seqs,
-                                                    p.n_heads, hd);
-        return cudaGetLastError();
-    }
+    if (splits > 1)
+        return detail::merge_attention_splits(p.out, a.ws, splits, p.num_seqs, p.n_heads, hd,
+                                              stream);
     return cudaSuccess;
 }
 
@@ -458,6 +421,7 @@ int paged_attention_splits(const PagedAttentionParams& p) {
     if (p.q_start) return 1;
     if (p.num_splits > 0) return p.num_splits;
     if (p.cache.n_kv_heads <= 0 || p.num_seqs <= 0) return 1;
+    if (detail::warp_decode_applies(p)) return detail::warp_decode_splits(p);
     const int group = p.n_heads / p.cache.n_kv_heads;
     const int blocks =
         p.num_seqs * p.cache.n_kv_heads * ceil_div(group, heads_per_tile(group, kDecodeRows));
@@ -483,6 +447,7 @@ cudaError_t paged_attention_decode(const PagedAttentionParams& params, cudaStrea
     const int splits = paged_attention_splits(p);
     if (splits > 1 && (!p.workspace || p.workspace_bytes < paged_attention_workspace_bytes(p)))
         return cudaErrorInvalidValue;
+    if (detail::warp_decode_applies(p)) return detail::warp_decode(p, splits, stream);
     return dispatch<kDecodeRows>(p, false, splits, stream);
 }
 
@@ -491,5 +456,58 @@ cudaError_t paged_attention_prefill(const PagedAttentionParams& p, cudaStream_t 
     if (p.num_seqs == 0) return cudaSuccess;
     return dispatch<kPrefillRows>(p, true, 1, stream);
 }
+
+namespace detail {
+namespace {
+// out = the splits' partial outputs weighted by l_s * 2^(m_s - max m). One block per (head, row).
+__global__ void merge_splits_kernel(float* out, const float* ws_out, const float* ws_ml, int splits,
+                                    int num_rows, int n_heads, int head_dim) {
+    const int64_t row_head = static_cast<int64_t>(blockIdx.y) * n_heads + blockIdx.x;
+    const int64_t split_stride = static_cast<int64_t>(num_rows) * n_heads;
+    float m_max = -INFINITY;
+    for (int s = 0; s < splits; ++s) {
+        const float* ml = ws_ml + (s * split_stride + row_head) * 2;
+        if (ml[1] > 0.0f) m_max = fmaxf(m_max, ml[0]);
+    }
+    for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+        float acc = 0.0f, total = 0.0f;
+        for (int s = 0; s < splits; ++s) {
+            const float* ml = ws_ml + (s * split_stride + row_head) * 2;
+            if (!(ml[1] > 0.0f)) continue;
+            const float w = ml[1] * exp2f(ml[0] - m_max);
+            acc += w * ws_out[(s * split_stride + row_head) * head_dim + d];
+            total += w;
+        }
+        out[row_head * head_dim + d] = total > 0.0f ? acc / total : 0.0f;
+    }
+}
+
+}  // namespace
+
+cudaError_t merge_attention_splits(float* out, SplitWorkspace ws, int splits, int num_rows,
+                                   int n_heads, int head_dim, cudaStream_t stream) {
+    const int threads = head_dim >= 128 ? 128 : ((head_dim + 31) / 32) * 32;
+    merge_splits_kernel<<<dim3(static_cast<unsigned>(n_heads), static_cast<unsigned>(num_rows)),
+                          threads, 0, stream>>>(out, ws.out, ws.ml, splits, num_rows, n_heads,
+                                                head_dim);
+    return cudaGetLastError();
+}
+
+int sm_count() {
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) return 1;
+    // Asked once per device: the launchers size their grids by it at every call.
+    static int known[64] = {};
+    if (device < 0 || device >= 64) return 1;
+    if (known[device] == 0) {
+        int sms = 0;
+        if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+            sms <= 0)
+            return 1;
+        known[device] = sms;
+    }
+    return known[device];
+}
+}  // namespace detail
 
 }  // namespace kvscope::kernels

@@ -20,7 +20,9 @@
 //        slot of each lane holds, -1 where evicted (engine/kv_eviction.h's LaneStats::position);
 //        null: every slot of a live block is held.
 //
-// How it runs (one kernel for both, a second pass when the keys are split):
+// How it runs: decode of the usual head sizes by a kernel of its own that streams K/V through
+// registers (paged_attention_decode.cuh); everything else by the tiled kernel below, with a
+// second pass to merge when the keys are split. The tiled kernel:
 //   One block of 128 threads per (KV head, sequence, query tile, split): the block holds up to
 //   ROWS query rows = (query, query head of the group) pairs, 8 rows for decode (the whole group
 //   of a query: each K/V element is read from memory once per KV head, not once per query
@@ -66,6 +68,8 @@ struct PagedAttentionParams {
     int num_splits = 0;
     void* workspace = nullptr;
     size_t workspace_bytes = 0;
+    // Decode by the tiled kernel even where the warp kernel applies (to compare the two).
+    bool general_decode = false;
 };
 
 // The splits num_splits = 0 stands for: enough blocks to fill the current device's SMs twice

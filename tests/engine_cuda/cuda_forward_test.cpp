@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -236,6 +237,32 @@ TEST(CudaForward, ABatchOfRequestsEqualsEachAlone) {
     }
     for (BlockTable& t : tables)
         gpu->blocks().free(t);
+}
+
+// Decode steps replayed from CUDA graphs launch the same kernels with the same arguments as
+// launching them one by one, so every logit is the same bits; 300 steps cross two of the table
+// stride's powers of two (a new recording each) and the attention's split count changes.
+TEST(CudaForward, DecodeReplayedFromGraphsEqualsLaunchesBitForBit) {
+    KVSCOPE_REQUIRE_CUDA_DEVICE();
+    EngineOptions eo;
+    eo.num_blocks = 64;
+    auto replayed = engine(true, eo), launched = engine(true, eo);
+    ASSERT_TRUE(replayed && launched);
+    launched->forward().set_step_graphs(false);
+    Sequence a(*replayed), b(*launched);
+    std::vector<float> la = a.feed(encode(kPrompts[0])), lb = b.feed(encode(kPrompts[0]));
+    constexpr int kSteps = 300;
+    for (int step = 0; step < kSteps; ++step) {
+        ASSERT_EQ(la.size(), lb.size());
+        ASSERT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)))
+            << "step " << step;
+        const int32_t next = argmax(la);
+        la = a.feed({next});
+        lb = b.feed({next});
+    }
+    EXPECT_EQ(launched->forward().replayed_steps(), 0);
+    // Every decode step ran from a graph (the first of each stride by recording it).
+    EXPECT_EQ(replayed->forward().replayed_steps(), kSteps);
 }
 
 // Blocks saved from the device are the CPU's bytes (same layout, values within rounding); loaded

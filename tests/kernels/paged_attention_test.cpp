@@ -196,8 +196,12 @@ std::vector<double> reference(const Case& c, const Built& b) {
     return out;
 }
 
-void run_case(const Case& c, bool prefill, uint32_t seed) {
-    SCOPED_TRACE((prefill ? "prefill: " : "decode: ") + describe(c));
+// general: decode by the tiled kernel even where the warp kernel applies.
+void run_case(const Case& c, bool prefill, uint32_t seed, bool general = false) {
+    SCOPED_TRACE((prefill   ? "prefill: "
+                  : general ? "decode (tiled kernel): "
+                            : "decode: ") +
+                 describe(c));
     std::mt19937 rng(seed);
     Built b = build(c, rng);
     std::vector<double> want = reference(c, b);
@@ -226,6 +230,7 @@ void run_case(const Case& c, bool prefill, uint32_t seed) {
         p.max_kv_len = std::max(p.max_kv_len, s.kv_len);
     }
     p.num_splits = c.splits;
+    p.general_decode = general;
     DeviceBuffer<uint8_t> workspace(kernels::paged_attention_workspace_bytes(p));
     p.workspace = workspace.get();
     p.workspace_bytes = workspace.size();
@@ -266,10 +271,20 @@ TEST(KernelPagedAttention, DecodeMatchesReference) {
          true,
          false,
          0},
+        // The warp kernel's other widths: 32 chunks with group 8, 8 chunks with group 2 (idle
+        // heads in its blocks of 4) over 7 splits, 16 chunks with one head per KV head and
+        // 64-slot blocks.
+        {DType::kBF16, 32, 2, 8, 256, {{3000, 1}, {1, 1}, {129, 1}}, true, true, 0},
+        {DType::kF16, 8, 4, 2, 64, {{777, 1}, {40, 1}}, true, true, 7},
+        {DType::kF16, 64, 1, 1, 128, {{5000, 1}}, false, true, 0},
     };
+    // Each by both decode kernels: the warp kernel takes head_dim of 8, 16 or 32 16-byte chunks
+    // with power-of-two blocks (the Llama, Qwen and MQA cases here), the tiled kernel the rest.
     uint32_t seed = 100;
-    for (const Case& c : cases)
-        run_case(c, false, seed++);
+    for (const Case& c : cases) {
+        run_case(c, false, seed, false);
+        run_case(c, false, seed++, true);
+    }
 }
 
 TEST(KernelPagedAttention, PrefillMatchesReference) {
