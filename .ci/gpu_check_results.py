@@ -107,12 +107,12 @@ def main():
     if isinstance(bk, list):
         say("  paged decode attention, llama-3-8b shape, bf16, block 16 (GB/s, of copy; SDPA GB/s):")
         for r in bk:
-            if r["kind"] not in ("decode", "decode-tiled"):
+            if r["kind"] not in ("decode", "decode-tiled", "decode-direct"):
                 continue
             s = sdpa.get(("decode", r["model"], r["dtype"], r["batch"], r["q_len"], r["kv_len"]))
             extra = f"; SDPA {s['torch_gbps']:.0f}" if s and "torch_gbps" in s else ""
             # The tiled kernel's rows (kept to compare) and other models' shapes say so.
-            label = (" tiled" if r["kind"] == "decode-tiled" else "") + (
+            label = {"decode-tiled": " tiled", "decode-direct": " direct"}.get(r["kind"], "") + (
                 f" {r['model']}" if r["model"] != "llama-3-8b" else "")
             say(f"    {r['dtype']:4} b{r['batch']:<3} ctx {r['kv_len']:>6}: {r['gbps']:7.0f} GB/s "
                 f"{100 * r['gbps'] / r['copy_gbps']:4.0f}%{extra}{label}")
@@ -140,7 +140,7 @@ def main():
             say(f"  DRAM sampled / bytes the steps must move: {ratio:.3f}")
             vs = po.get("cost_vs_launches", {})
             if vs:
-                say("  probes' cost against decode by launches (as traced steps run): " + ", ".join(
+                say("  probes' cost against decode by launches: " + ", ".join(
                     f"{k} {100 * v:+.1f}%" for k, v in vs.items() if k.startswith("trace")))
             cost = po["cost"].get("trace+dram", 1)
             own = vs.get("trace+dram")

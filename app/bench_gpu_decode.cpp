@@ -172,16 +172,14 @@ nlohmann::json gpu_time_by_op(const std::vector<Event>& events, int steps) {
 
 struct ProbeMode {
     const char* name;
-    bool activity, sampling, all_api_records, graphs;
+    bool activity, sampling, graphs;
 };
-// Traced steps run as launches (a replayed graph's kernels cannot be told apart by op), so
-// "off-launches" is the trace's own cost and "off" what a run without probes gets; "dram" samples
-// without tracing (graphs stay on); "trace-all-api" records every CUDA call, as before the trace
-// asked CUPTI for the launches' records alone.
+// Decode steps replay CUDA graphs, traced or not; "off-launches" and "trace-launches" run them
+// as launches, for what the graphs save and what the trace costs each way.
 constexpr ProbeMode kProbeModes[] = {
-    {"off", false, false, false, true},  {"off-launches", false, false, false, false},
-    {"trace", true, false, false, true}, {"trace+dram", true, true, false, true},
-    {"dram", false, true, false, true},  {"trace-all-api", true, false, true, true},
+    {"off", false, false, true},  {"off-launches", false, false, false},
+    {"trace", true, false, true}, {"trace+dram", true, true, true},
+    {"dram", false, true, true},  {"trace-launches", true, false, false},
 };
 
 double median(std::vector<double> v) {
@@ -208,7 +206,6 @@ int run_probe_overhead(Engine& e, SwitchedProbes& probes, const DecodeBenchOptio
             GpuProbeOptions po;
             po.activity = mode.activity;
             po.sampling = mode.sampling;
-            po.all_api_records = mode.all_api_records;
             std::vector<Event> events;
             if (Status s = probes.use(mode.activity || mode.sampling ? &po : nullptr, events); !s)
                 return fail("bench gpu --probe-overhead: " + std::string(mode.name) + ": " +
@@ -221,7 +218,7 @@ int run_probe_overhead(Engine& e, SwitchedProbes& probes, const DecodeBenchOptio
             e.forward().set_step_graphs(true);
             if (!row) return fail("bench gpu: " + row.error().message);
             tps[m].push_back(row->tokens_per_second);
-            if (mode.activity && !mode.sampling && !mode.all_api_records)
+            if (mode.activity && !mode.sampling && mode.graphs)
                 by_op = gpu_time_by_op(trace.device_events, kWarmSteps + o.steps);
             if (!mode.activity || !mode.sampling) continue;
             // The last samples reach the drain thread a few intervals after the work.
@@ -258,7 +255,8 @@ int run_probe_overhead(Engine& e, SwitchedProbes& probes, const DecodeBenchOptio
         j["tokens_per_second"][kProbeModes[m].name] = median(tps[m]);
         j["tokens_per_second_each_round"][kProbeModes[m].name] = tps[m];
         j["cost"][kProbeModes[m].name] = off > 0 ? 1.0 - median(tps[m]) / off : 0.0;
-        // Against decode by launches, as traced steps run: the trace's own cost.
+        // Against decode by launches (for trace-launches: the trace's cost where it traces
+        // every launch).
         const double launches = median(tps[1]);
         j["cost_vs_launches"][kProbeModes[m].name] =
             launches > 0 ? 1.0 - median(tps[m]) / launches : 0.0;

@@ -117,9 +117,10 @@ struct Row {
 };
 
 // One attention shape: `batch` sequences of kv_len slots, the last q_len of them queries.
-// tiled: decode by the tiled kernel (the warp kernel's predecessor), to compare the two.
-Row bench_attention(const Model& m, DType dtype, int batch, int q_len, int kv_len,
-                    std::mt19937& rng, bool tiled = false) {
+// kernel: which decode kernel, to compare them (paged_attention.h).
+Row bench_attention(
+    const Model& m, DType dtype, int batch, int q_len, int kv_len, std::mt19937& rng,
+    kvscope::kernels::DecodeKernel kernel = kvscope::kernels::DecodeKernel::kDefault) {
     const int bs = 16, blocks_per_seq = (kv_len + bs - 1) / bs;
     const int num_blocks = batch * blocks_per_seq;
     const size_t kv_elems = static_cast<size_t>(num_blocks) * bs * m.n_kv_heads * m.head_dim;
@@ -154,14 +155,13 @@ Row bench_attention(const Model& m, DType dtype, int batch, int q_len, int kv_le
     p.n_heads = m.n_heads;
     p.max_q_len = q_len;
     p.max_kv_len = kv_len;
-    p.general_decode = tiled;
+    p.decode_kernel = kernel;
     const size_t ws_bytes = kvscope::kernels::paged_attention_workspace_bytes(p);
     void* ws = ws_bytes ? device_alloc(ws_bytes) : nullptr;
     p.workspace = ws;
     p.workspace_bytes = ws_bytes;
-    Row r{q_len > 1 ? "prefill"
-          : tiled   ? "decode-tiled"
-                    : "decode",
+    const char* decode_names[] = {"decode", "decode-tiled", "decode-direct"};
+    Row r{q_len > 1 ? "prefill" : decode_names[static_cast<int>(kernel)],
           m.name,
           kvscope::kernels::dtype_name(dtype),
           batch,
@@ -297,10 +297,12 @@ int main(int argc, char** argv) {
         for (int ctx : {1024, 4096, 16384})
             for (int batch : {1, 8, 32}) {
                 rows.push_back(bench_attention(kLlama3_8b, DType::kBF16, batch, 1, ctx, rng));
-                // The tiled kernel on the same shape, for the two kernels side by side.
+                // The other decode kernels on the same shape, side by side.
                 if (batch == 8 || ctx == 1024)
-                    rows.push_back(
-                        bench_attention(kLlama3_8b, DType::kBF16, batch, 1, ctx, rng, true));
+                    for (auto k : {kvscope::kernels::DecodeKernel::kTiled,
+                                   kvscope::kernels::DecodeKernel::kWarpDirect})
+                        rows.push_back(
+                            bench_attention(kLlama3_8b, DType::kBF16, batch, 1, ctx, rng, k));
             }
         rows.push_back(bench_attention(kLlama3_8b, DType::kF16, 8, 1, 16384, rng));
         rows.push_back(bench_attention(kQwen05b, DType::kBF16, 32, 1, 2048, rng));

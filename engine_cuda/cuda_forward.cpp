@@ -92,25 +92,49 @@ class CudaForward final : public Forward {
     // to the same device buffers before each replay. What a recording bakes in is its key
     // (rows, sequences, table stride, logit rows, attention splits) and the scratch buffers'
     // addresses: the table stride is rounded up to a power of two (unused entries are holes, never
-    // read below a sequence's length) and the splits planned for that whole stride, so one
+    // read below a sequence's length) and decode's attention splits are planned for that rounded
+    // stride whether the step is replayed or launched (so both give the same bits), and one
     // recording serves a sequence for as long as its table fits; any scratch growth drops them
-    // all. Not recorded: prefill, steps traced by the GPU probes (a replay's kernels carry the
-    // replay's correlation, not their ops'), attention capture, per-lane eviction tables. If a
-    // recording fails (an older cuBLAS that allocates while captured), the step runs as launches
-    // and graphs stay off for this backend.
+    // all. Not recorded: prefill, attention capture, per-lane eviction tables. If a recording
+    // fails (an older cuBLAS that allocates while captured), the step runs as launches and graphs
+    // stay off for this backend.
+    //
+    // Traced by the GPU probes, a replay's kernels all carry the replay's correlation (the op
+    // "decode_graph"); a recording notes which op and layer each of its nodes came from (the
+    // capture's node count at each op's start), and since a recording of one stream is one chain
+    // that runs in order, the replay's kernels, copies and sets sorted by start are its nodes in
+    // order and take their ops and layers back (attribute_replay). If their count differs (records
+    // lost or still in flight) they stay "decode_graph".
     struct StepGraphKey {
         int rows, seqs, stride, out_rows, splits;
         bool operator==(const StepGraphKey&) const = default;
     };
+    struct NodeOp {
+        OpKind kind;
+        int32_t layer;
+    };
+    struct StepGraph {
+        StepGraphKey key;
+        cudaGraphExec_t exec;
+        std::vector<NodeOp> nodes;
+    };
     static constexpr size_t kMaxGraphs = 16;
-    Status launch_as_graph(const StepGraphKey& key, const std::function<Status()>& launch);
+    Status launch_as_graph(const StepGraphKey& key, const std::function<Status()>& launch,
+                           const std::function<void()>& enter_replay);
     std::vector<const void*> graph_addresses() const;
     void drop_graphs();
+    // Nodes captured so far on the stream (0 when it is not capturing).
+    size_t captured_nodes() const;
+    void attribute_replay(std::vector<Event>& events, size_t from, int64_t pass) const;
     bool graphs_on_ = true;
     bool graphs_failed_ = false;
     int64_t replayed_ = 0;
-    std::vector<std::pair<StepGraphKey, cudaGraphExec_t>> graphs_;
+    std::vector<StepGraph> graphs_;
     std::vector<const void*> graphed_addresses_;
+    // While recording: (nodes captured before it, op, layer) for each op entered.
+    std::vector<std::tuple<size_t, OpKind, int32_t>>* recording_ops_ = nullptr;
+    const StepGraph* replayed_graph_ = nullptr;  // the graph this pass replayed, if any
+    int32_t graph_op_ = -1;                      // probes_->op("decode_graph")
 
     // Host-side layout of one step's int32 metadata, uploaded as one copy.
     struct Meta {
@@ -176,6 +200,7 @@ Status CudaForward::init(const ForwardSetup& setup, const CudaForwardOptions& op
     if (probes_)
         for (int k = 0; k < kNumOpKinds; ++k)
             op_ids_[static_cast<size_t>(k)] = probes_->op(op_name(static_cast<OpKind>(k)));
+    if (probes_) graph_op_ = probes_->op("decode_graph");
 
     // What the kernels take (kernels/paged_attention.h): 16-byte rows of K/V elements.
     const int multiple = setup.kv_dtype == KvDtype::kF32 ? 4 : 8;
@@ -348,8 +373,10 @@ Status CudaForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
     const int64_t pass = passes_++;
     GpuOpSequence ops(traced ? probes_->correlation() : nullptr, pass);
     auto enter = [&](OpKind kind, int layer) {
+        if (recording_ops_) recording_ops_->emplace_back(captured_nodes(), kind, layer);
         ops.enter(op_ids_[static_cast<size_t>(kind)], layer);
     };
+    replayed_graph_ = nullptr;
 
     // [SECTION] The step's rows and tables, as CpuForward::run lays them out.
     std::vector<int32_t> row_pos(static_cast<size_t>(n)), row_slot(row_pos.size()),
@@ -380,11 +407,13 @@ Status CudaForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
         }
         q_start[static_cast<size_t>(chunks)] = row;
     }
-    const bool graphed =
-        graphs_on_ && !graphs_failed_ && decode && !traced && !capturing && !any_lanes;
-    if (graphed)
-        while (stride & (stride - 1))
-            stride += stride & -stride;  // up to the next power of two
+    const bool graphed = graphs_on_ && !graphs_failed_ && decode && !capturing && !any_lanes;
+    // Decode plans its attention splits for the table stride rounded up to a power of two,
+    // replayed or not (see [SECTION] Decode steps as CUDA graphs).
+    int planned_stride = stride;
+    while (planned_stride & (planned_stride - 1))
+        planned_stride += planned_stride & -planned_stride;  // up to the next power of two
+    if (graphed) stride = planned_stride;
     const int n_out = static_cast<int>(out_rows.size());
     const int n_kv = c.n_kv_heads;
 
@@ -496,7 +525,7 @@ Status CudaForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
     attn.num_seqs = chunks;
     attn.n_heads = c.n_heads;
     attn.max_q_len = std::max(max_q, 1);
-    attn.max_kv_len = graphed ? stride * cache_.layer(0).block_size : max_kv;
+    attn.max_kv_len = decode ? planned_stride * cache_.layer(0).block_size : max_kv;
     attn.cache = cache_.layer(0);
     attn.num_splits = decode ? kernels::paged_attention_splits(attn) : 1;
     if (const size_t ws = kernels::paged_attention_workspace_bytes(attn); ws > 0) {
@@ -619,7 +648,9 @@ Status CudaForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
         }
         return {};
     };
-    if (Status s = graphed ? launch_as_graph({n, chunks, stride, n_out, attn.num_splits}, launch)
+    auto enter_replay = [&] { ops.enter(graph_op_, -1); };
+    if (Status s = graphed ? launch_as_graph({n, chunks, stride, n_out, attn.num_splits}, launch,
+                                             enter_replay)
                            : launch();
         !s)
         return s;
@@ -649,7 +680,11 @@ Status CudaForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
             !s)
             return s;
     if (Status s = check(cudaStreamSynchronize(stream_), "running the forward pass"); !s) return s;
-    if (traced) probes_->collect(pass, trace_->device_events);
+    if (traced) {
+        const size_t from = trace_->device_events.size();
+        probes_->collect(pass, trace_->device_events);
+        attribute_replay(trace_->device_events, from, pass);
+    }
 
     if (Status s =
             first_failure(reinterpret_cast<const unsigned long long*>(out + flag_at), row_pos);
@@ -677,29 +712,49 @@ std::vector<const void*> CudaForward::graph_addresses() const {
 }
 
 void CudaForward::drop_graphs() {
-    for (auto& [key, exec] : graphs_)
-        cudaGraphExecDestroy(exec);
+    for (StepGraph& g : graphs_)
+        cudaGraphExecDestroy(g.exec);
     graphs_.clear();
 }
 
-Status CudaForward::launch_as_graph(const StepGraphKey& key,
-                                    const std::function<Status()>& launch) {
+size_t CudaForward::captured_nodes() const {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    cudaGraph_t graph = nullptr;
+    size_t count = 0;
+    if (cudaStreamGetCaptureInfo(stream_, &status, nullptr, &graph) != cudaSuccess ||
+        status != cudaStreamCaptureStatusActive || !graph ||
+        cudaGraphGetNodes(graph, nullptr, &count) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return count;
+}
+
+Status CudaForward::launch_as_graph(const StepGraphKey& key, const std::function<Status()>& launch,
+                                    const std::function<void()>& enter_replay) {
     if (std::vector<const void*> at = graph_addresses(); at != graphed_addresses_) {
         drop_graphs();
         graphed_addresses_ = std::move(at);
     }
-    for (const auto& [k, exec] : graphs_)
-        if (k == key) {
-            ++replayed_;
-            return check(cudaGraphLaunch(exec, stream_), "replaying a decode step");
-        }
+    auto replay = [&](const StepGraph& g) {
+        ++replayed_;
+        replayed_graph_ = &g;
+        enter_replay();
+        return check(cudaGraphLaunch(g.exec, stream_), "replaying a decode step");
+    };
+    for (const StepGraph& g : graphs_)
+        if (g.key == key) return replay(g);
     if (graphs_.size() >= kMaxGraphs) drop_graphs();
     if (cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
         cudaGetLastError();
         graphs_failed_ = true;
         return launch();
     }
+    std::vector<std::tuple<size_t, OpKind, int32_t>> entered;
+    recording_ops_ = &entered;
     const Status recorded = launch();
+    recording_ops_ = nullptr;
+    size_t node_count = captured_nodes();
     cudaGraph_t graph = nullptr;
     cudaError_t e = cudaStreamEndCapture(stream_, &graph);
     cudaGraphExec_t exec = nullptr;
@@ -711,9 +766,37 @@ Status CudaForward::launch_as_graph(const StepGraphKey& key,
         graphs_failed_ = true;
         return launch();
     }
-    graphs_.emplace_back(key, exec);
-    ++replayed_;
-    return check(cudaGraphLaunch(exec, stream_), "replaying a decode step");
+    StepGraph g{key, exec, {}};
+    g.nodes.reserve(node_count);
+    for (size_t i = 0; i < entered.size(); ++i) {
+        const auto [first, kind, layer] = entered[i];
+        const size_t end = i + 1 < entered.size() ? std::get<0>(entered[i + 1]) : node_count;
+        for (size_t n = first; n < end; ++n)
+            g.nodes.push_back({kind, layer});
+    }
+    if (g.nodes.size() != node_count) g.nodes.clear();  // counts unknown: left to decode_graph
+    graphs_.push_back(std::move(g));
+    return replay(graphs_.back());
+}
+
+void CudaForward::attribute_replay(std::vector<Event>& events, size_t from, int64_t pass) const {
+    if (!replayed_graph_ || replayed_graph_->nodes.empty() || graph_op_ < 0) return;
+    std::vector<Event*> nodes;
+    for (size_t i = from; i < events.size(); ++i) {
+        Event& e = events[i];
+        if (e.kind == EventKind::kKernel && e.step == pass &&
+            split_gpu_kernel_text(e.text).op == "decode_graph")
+            nodes.push_back(&e);
+    }
+    if (nodes.size() != replayed_graph_->nodes.size()) return;
+    std::stable_sort(nodes.begin(), nodes.end(),
+                     [](const Event* a, const Event* b) { return a->t_ns < b->t_ns; });
+    for (size_t i = 0; i < nodes.size(); ++i) {
+        const NodeOp& op = replayed_graph_->nodes[i];
+        Event& e = *nodes[i];
+        e.text = gpu_kernel_text(op_name(op.kind), split_gpu_kernel_text(e.text).kernel);
+        e.a = op.layer;
+    }
 }
 
 // Where the activations first stopped being finite, in the CPU backend's words: each layer's

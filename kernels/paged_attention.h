@@ -45,6 +45,8 @@
 
 namespace kvscope::kernels {
 
+enum class DecodeKernel { kDefault, kTiled, kWarpDirect };
+
 struct PagedAttentionParams {
     const float* q = nullptr;
     float* out = nullptr;
@@ -68,8 +70,10 @@ struct PagedAttentionParams {
     int num_splits = 0;
     void* workspace = nullptr;
     size_t workspace_bytes = 0;
-    // Decode by the tiled kernel even where the warp kernel applies (to compare the two).
-    bool general_decode = false;
+    // Which decode kernel runs, to compare them: by default the warp kernel where it applies
+    // (its K/V through a shared-memory pipeline); kTiled the tiled kernel; kWarpDirect the warp
+    // kernel loading K/V straight into registers.
+    DecodeKernel decode_kernel = DecodeKernel::kDefault;
 };
 
 // The splits num_splits = 0 stands for: enough blocks to fill the current device's SMs twice

@@ -17,73 +17,16 @@ namespace {
 constexpr size_t kBufferBytes = size_t{4} << 20;
 // Ours among the kinds CUPTI offers for external ids; the others may be another tool's.
 constexpr CUpti_ExternalCorrelationKind kScopeKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1;
-// Enabled in this order, disabled in reverse.
+// Enabled in this order, disabled in reverse. The API kinds only make CUPTI emit the external
+// correlation records (each one precedes the API record it belongs to).
 constexpr CUpti_ActivityKind kKinds[] = {
     CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+    CUPTI_ACTIVITY_KIND_RUNTIME,
+    CUPTI_ACTIVITY_KIND_DRIVER,
     CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
     CUPTI_ACTIVITY_KIND_MEMCPY,
     CUPTI_ACTIVITY_KIND_MEMSET,
 };
-// The API records only make CUPTI emit the external correlation records (each one precedes the
-// API record it belongs to), so only the calls that put work on the GPU are recorded: a record
-// for every cudaGetLastError, cudaSetDevice or cublasSetStream of a step costs the step time.
-constexpr CUpti_CallbackId kRuntimeApis[] = {
-    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
-    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
-    CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000,
-    CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000,
-};
-constexpr CUpti_CallbackId kDriverApis[] = {
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
-    CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync,
-    CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2,
-    CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2,
-    CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2,
-    CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async,
-    CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async,
-    CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
-    CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
-};
-// Which API records are on: the launches alone, or (where CUPTI cannot pick, or when asked) all.
-bool g_all_apis = false;  // only start() and stop() touch it, one at a time
-
-// Turns the API records on (the launch calls, or every call) or off.
-CUptiResult set_api_records(bool all, uint8_t on) {
-    if (all) {
-        for (CUpti_ActivityKind kind : {CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER})
-            if (CUptiResult r = on ? cuptiActivityEnable(kind) : cuptiActivityDisable(kind);
-                r != CUPTI_SUCCESS && on)
-                return r;
-        return CUPTI_SUCCESS;
-    }
-    for (CUpti_CallbackId id : kRuntimeApis)
-        if (CUptiResult r = cuptiActivityEnableRuntimeApi(id, on); r != CUPTI_SUCCESS && on)
-            return r;
-    for (CUpti_CallbackId id : kDriverApis)
-        if (CUptiResult r = cuptiActivityEnableDriverApi(id, on); r != CUPTI_SUCCESS && on)
-            return r;
-    return CUPTI_SUCCESS;
-}
 
 // CUPTI's callbacks carry no user pointer: the running tracer's sink is global.
 std::mutex g_mutex;
@@ -205,8 +148,7 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t* buff
 
 }  // namespace
 
-Result<std::unique_ptr<CuptiActivity>> CuptiActivity::start(GpuCorrelator* sink,
-                                                            bool all_api_records) {
+Result<std::unique_ptr<CuptiActivity>> CuptiActivity::start(GpuCorrelator* sink) {
     {
         std::lock_guard lock(g_mutex);
         if (g_sink) return Error{"CUPTI activity trace: already running in this process"};
@@ -236,19 +178,6 @@ Result<std::unique_ptr<CuptiActivity>> CuptiActivity::start(GpuCorrelator* sink,
         }
         ++enabled;
     }
-    g_all_apis = all_api_records;
-    if (!g_all_apis && set_api_records(false, 1) != CUPTI_SUCCESS) {
-        // An older CUPTI without the per-call switches: every call's record, as before them.
-        (void)set_api_records(false, 0);
-        g_all_apis = true;
-    }
-    if (g_all_apis)
-        if (CUptiResult r = set_api_records(true, 1); r != CUPTI_SUCCESS) {
-            (void)set_api_records(true, 0);
-            while (enabled > 0)
-                (void)cuptiActivityDisable(kKinds[--enabled]);
-            return fail(cupti_failure("cuptiActivityEnable(the CUDA API records)", r));
-        }
     return std::unique_ptr<CuptiActivity>(new CuptiActivity());
 }
 
@@ -278,7 +207,6 @@ Status CuptiActivity::stop() {
     Status status;
     if (CUptiResult r = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED); r != CUPTI_SUCCESS)
         status = Error{cupti_failure("cuptiActivityFlushAll", r)};
-    (void)set_api_records(g_all_apis, 0);
     for (size_t i = std::size(kKinds); i-- > 0;)
         (void)cuptiActivityDisable(kKinds[i]);
     // Whatever CUPTI still held when the kinds went off.

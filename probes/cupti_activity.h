@@ -4,11 +4,9 @@
 // are copied out of CUPTI's buffers into plain structs and handed to a GpuCorrelator, on CUPTI's
 // thread or on the one that flushes.
 //
-// CUPTI emits an external correlation record only alongside a CUDA API record, so API records
-// are enabled too (and dropped once read): those of the calls that launch, copy or set memory,
-// or, with all_api_records (or a CUPTI without per-call switches), every runtime and driver call.
-// The activity API is process-wide: one tracer at a time. Part of kvscope_probes_cupti; this header
-// is CUPTI-free.
+// CUPTI emits an external correlation record only alongside a CUDA API record, so the runtime and
+// driver API records are enabled too (and dropped once read). The activity API is process-wide:
+// one tracer at a time. Part of kvscope_probes_cupti; this header is CUPTI-free.
 
 #include <memory>
 
@@ -23,8 +21,7 @@ class CuptiActivity : public GpuCorrelation {
   public:
     // Enables tracing into `sink` (which must outlive it). The error is one line: what failed and
     // what to do (cupti_failure).
-    static Result<std::unique_ptr<CuptiActivity>> start(GpuCorrelator* sink,
-                                                        bool all_api_records = false);
+    static Result<std::unique_ptr<CuptiActivity>> start(GpuCorrelator* sink);
     ~CuptiActivity() override;  // stop()
 
     // The engine thread's scopes: CUPTI keeps one stack per thread.

@@ -165,7 +165,7 @@ GpuProbeStart start_gpu_probes(const GpuProbeOptions& options) {
             result.notes.push_back("HBM sampling off: " + sampler.error().message);
     }
     if (options.activity) {
-        auto activity = CuptiActivity::start(&impl->events, options.all_api_records);
+        auto activity = CuptiActivity::start(&impl->events);
         if (activity.ok()) {
             impl->activity = std::move(activity).value();
             impl->events.set_activity_clock(impl->activity->measure_clock());

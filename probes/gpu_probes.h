@@ -30,9 +30,6 @@ namespace kvscope {
 struct GpuProbeOptions {
     int device = 0;        // CUDA device ordinal
     bool activity = true;  // trace kernels, memcpys and memsets
-    // The trace's API records (needed to attribute launches) for every CUDA call, not just the
-    // launches, copies and memsets: what CUPTI costs without its per-call switches.
-    bool all_api_records = false;
     bool sampling = true;  // sample DRAM bytes read and written
     int64_t sample_interval_ns = 100'000;
     // How often the drain thread empties the hardware buffer; also how late a sample can be.

@@ -196,12 +196,11 @@ std::vector<double> reference(const Case& c, const Built& b) {
     return out;
 }
 
-// general: decode by the tiled kernel even where the warp kernel applies.
-void run_case(const Case& c, bool prefill, uint32_t seed, bool general = false) {
-    SCOPED_TRACE((prefill   ? "prefill: "
-                  : general ? "decode (tiled kernel): "
-                            : "decode: ") +
-                 describe(c));
+// kernel: which decode kernel (paged_attention.h's DecodeKernel).
+void run_case(const Case& c, bool prefill, uint32_t seed,
+              kernels::DecodeKernel kernel = kernels::DecodeKernel::kDefault) {
+    const char* names[] = {"decode: ", "decode (tiled kernel): ", "decode (warp kernel, direct): "};
+    SCOPED_TRACE((prefill ? "prefill: " : names[static_cast<int>(kernel)]) + describe(c));
     std::mt19937 rng(seed);
     Built b = build(c, rng);
     std::vector<double> want = reference(c, b);
@@ -230,7 +229,7 @@ void run_case(const Case& c, bool prefill, uint32_t seed, bool general = false) 
         p.max_kv_len = std::max(p.max_kv_len, s.kv_len);
     }
     p.num_splits = c.splits;
-    p.general_decode = general;
+    p.decode_kernel = kernel;
     DeviceBuffer<uint8_t> workspace(kernels::paged_attention_workspace_bytes(p));
     p.workspace = workspace.get();
     p.workspace_bytes = workspace.size();
@@ -278,12 +277,16 @@ TEST(KernelPagedAttention, DecodeMatchesReference) {
         {DType::kF16, 8, 4, 2, 64, {{777, 1}, {40, 1}}, true, true, 7},
         {DType::kF16, 64, 1, 1, 128, {{5000, 1}}, false, true, 0},
     };
-    // Each by both decode kernels: the warp kernel takes head_dim of 8, 16 or 32 16-byte chunks
-    // with power-of-two blocks (the Llama, Qwen and MQA cases here), the tiled kernel the rest.
+    // Each by every decode kernel: the warp kernel (pipelined or direct) takes 16-bit caches with
+    // head_dim of 8, 16 or 32 16-byte chunks and power-of-two blocks (the Llama, Qwen and MQA
+    // cases here), the tiled kernel the rest.
     uint32_t seed = 100;
     for (const Case& c : cases) {
-        run_case(c, false, seed, false);
-        run_case(c, false, seed++, true);
+        for (kernels::DecodeKernel k :
+             {kernels::DecodeKernel::kDefault, kernels::DecodeKernel::kTiled,
+              kernels::DecodeKernel::kWarpDirect})
+            run_case(c, false, seed, k);
+        ++seed;
     }
 }
 

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -370,6 +371,7 @@ TEST(GpuProbes, TheCudaBackendsKernelsComeWithTheirStepsOpsAndLayers) {
     ASSERT_TRUE(stats.ok()) << stats.error().message;
     std::set<int64_t> steps;
     std::set<std::string> ops;
+    std::map<int64_t, std::set<std::string>> step_ops;
     int host = 0, unattributed = 0;
     for (const Event& e : only(probe.events, EventKind::kKernel)) {
         if (e.c == 0) {
@@ -383,6 +385,7 @@ TEST(GpuProbes, TheCudaBackendsKernelsComeWithTheirStepsOpsAndLayers) {
             continue;
         }
         ops.insert(std::string(t.op));
+        step_ops[e.step].insert(std::string(t.op));
         if (t.op == "qkv" || t.op == "attention") {
             EXPECT_GE(e.a, 0) << e.text;
             EXPECT_LT(e.a, loaded->config.n_layers) << e.text;
@@ -399,6 +402,14 @@ TEST(GpuProbes, TheCudaBackendsKernelsComeWithTheirStepsOpsAndLayers) {
             EXPECT_TRUE(e.text == "schedule" || e.text == "sample") << e.text;
         }
     EXPECT_GT(host, 0);
+    // The decode steps were replayed from CUDA graphs, and their kernels still name the op and
+    // layer each came from (none is left to the replay's own op).
+    EXPECT_GE((*engine)->forward().replayed_steps(), 4);
+    EXPECT_FALSE(ops.count("decode_graph"));
+    ASSERT_FALSE(step_ops.empty());
+    for (const auto& [step, names] : step_ops)
+        for (const char* op : {"attn_norm", "qkv", "rope", "kv_write", "attention", "ffn_down"})
+            EXPECT_TRUE(names.count(op)) << "step " << step << ": " << op;
 }
 
 // The module kvscope loads (libkvscope_gpu_probes.so, beside the kvscope executable): from this
