@@ -107,12 +107,12 @@ def main():
     if isinstance(bk, list):
         say("  paged decode attention, llama-3-8b shape, bf16, block 16 (GB/s, of copy; SDPA GB/s):")
         for r in bk:
-            if r["kind"] not in ("decode", "decode-tiled", "decode-direct"):
+            if r["kind"] not in ("decode", "decode-tiled"):
                 continue
             s = sdpa.get(("decode", r["model"], r["dtype"], r["batch"], r["q_len"], r["kv_len"]))
             extra = f"; SDPA {s['torch_gbps']:.0f}" if s and "torch_gbps" in s else ""
             # The tiled kernel's rows (kept to compare) and other models' shapes say so.
-            label = {"decode-tiled": " tiled", "decode-direct": " direct"}.get(r["kind"], "") + (
+            label = {"decode-tiled": " tiled"}.get(r["kind"], "") + (
                 f" {r['model']}" if r["model"] != "llama-3-8b" else "")
             say(f"    {r['dtype']:4} b{r['batch']:<3} ctx {r['kv_len']:>6}: {r['gbps']:7.0f} GB/s "
                 f"{100 * r['gbps'] / r['copy_gbps']:4.0f}%{extra}{label}")

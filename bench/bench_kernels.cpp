@@ -160,7 +160,7 @@ Row bench_attention(
     void* ws = ws_bytes ? device_alloc(ws_bytes) : nullptr;
     p.workspace = ws;
     p.workspace_bytes = ws_bytes;
-    const char* decode_names[] = {"decode", "decode-tiled", "decode-direct"};
+    const char* decode_names[] = {"decode", "decode-tiled"};
     Row r{q_len > 1 ? "prefill" : decode_names[static_cast<int>(kernel)],
           m.name,
           kvscope::kernels::dtype_name(dtype),
@@ -268,6 +268,7 @@ Row bench_elementwise(const char* kind, int tokens, std::mt19937& rng) {
 
 int main(int argc, char** argv) {
     bool quick = false, core = false, json = false;
+    int only_batch = 0, only_context = 0;  // --decode B,C: that decode shape alone (to profile)
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--quick") == 0) {
             quick = true;
@@ -275,8 +276,15 @@ int main(int argc, char** argv) {
             core = true;
         } else if (std::strcmp(argv[i], "--json") == 0) {
             json = true;
+        } else if (std::strcmp(argv[i], "--decode") == 0 && i + 1 < argc &&
+                   std::sscanf(argv[i + 1], "%d,%d", &only_batch, &only_context) == 2 &&
+                   only_batch > 0 && only_batch <= 256 && only_context > 0 &&
+                   only_context <= (1 << 20)) {
+            ++i;
         } else {
-            std::fprintf(stderr, "usage: bench_kernels [--core | --quick] [--json]\n");
+            std::fprintf(stderr,
+                         "usage: bench_kernels [--core | --quick | --decode BATCH,CONTEXT] "
+                         "[--json]\n");
             return 2;
         }
     }
@@ -293,16 +301,16 @@ int main(int argc, char** argv) {
     std::mt19937 rng(1);
     std::vector<Row> rows;
 
-    if (core) {
+    if (only_batch > 0) {
+        rows.push_back(bench_attention(kLlama3_8b, DType::kBF16, only_batch, 1, only_context, rng));
+    } else if (core) {
         for (int ctx : {1024, 4096, 16384})
             for (int batch : {1, 8, 32}) {
                 rows.push_back(bench_attention(kLlama3_8b, DType::kBF16, batch, 1, ctx, rng));
-                // The other decode kernels on the same shape, side by side.
+                // The tiled kernel on the same shape, side by side.
                 if (batch == 8 || ctx == 1024)
-                    for (auto k : {kvscope::kernels::DecodeKernel::kTiled,
-                                   kvscope::kernels::DecodeKernel::kWarpDirect})
-                        rows.push_back(
-                            bench_attention(kLlama3_8b, DType::kBF16, batch, 1, ctx, rng, k));
+                    rows.push_back(bench_attention(kLlama3_8b, DType::kBF16, batch, 1, ctx, rng,
+                                                   kvscope::kernels::DecodeKernel::kTiled));
             }
         rows.push_back(bench_attention(kLlama3_8b, DType::kF16, 8, 1, 16384, rng));
         rows.push_back(bench_attention(kQwen05b, DType::kBF16, 32, 1, 2048, rng));
@@ -330,8 +338,9 @@ int main(int argc, char** argv) {
         // A chunk of 512 after a 4096-token cached prefix.
         rows.push_back(bench_attention(kLlama3_8b, DType::kBF16, 1, 512, 4608, rng));
     }
-    for (const char* kind : {"rmsnorm", "rope", "swiglu", "write_kv"})
-        rows.push_back(bench_elementwise(kind, 4096, rng));
+    if (only_batch == 0)
+        for (const char* kind : {"rmsnorm", "rope", "swiglu", "write_kv"})
+            rows.push_back(bench_elementwise(kind, 4096, rng));
 
     if (json) {
         std::printf("[\n");

@@ -654,6 +654,10 @@ Status CudaForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
                            : launch();
         !s)
         return s;
+    // The copies back belong to the op that ran last, as when the step is launched op by op
+    // (and not to the replay, whose own work is exactly its recording's nodes).
+    if (replayed_graph_ && !replayed_graph_->nodes.empty())
+        enter(replayed_graph_->nodes.back().kind, replayed_graph_->nodes.back().layer);
 
     // [SECTION] One copy back: logits, the finite flags, captured rows.
     const size_t logit_bytes = static_cast<size_t>(n_out) * c.vocab_size * sizeof(float);

@@ -45,7 +45,7 @@
 
 namespace kvscope::kernels {
 
-enum class DecodeKernel { kDefault, kTiled, kWarpDirect };
+enum class DecodeKernel { kDefault, kTiled };
 
 struct PagedAttentionParams {
     const float* q = nullptr;
@@ -70,9 +70,8 @@ struct PagedAttentionParams {
     int num_splits = 0;
     void* workspace = nullptr;
     size_t workspace_bytes = 0;
-    // Which decode kernel runs, to compare them: by default the warp kernel where it applies
-    // (its K/V through a shared-memory pipeline); kTiled the tiled kernel; kWarpDirect the warp
-    // kernel loading K/V straight into registers.
+    // Which decode kernel runs, to compare them: by default the warp kernel where it applies,
+    // kTiled the tiled kernel.
     DecodeKernel decode_kernel = DecodeKernel::kDefault;
 };
 

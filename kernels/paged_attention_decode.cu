@@ -16,8 +16,6 @@ constexpr int kBlocksPerSm = 3;
 // the split's partial out) outweighs its keys.
 constexpr int kMinSplitSlots = 128;
 constexpr float kLog2e = 1.4426950408889634f;
-// Steps in flight per warp in the pipelined kernel (kStages - 1 loading while one is used).
-constexpr int kStages = 4;
 
 struct DecodeArgs {
     const float* q;
@@ -35,7 +33,6 @@ struct DecodeArgs {
     int splits;
     SplitWorkspace ws;
     int num_rows;
-    bool pipelined;  // K/V through the shared-memory ring, or straight to registers
 };
 
 // Chunks of 16 bytes in a key's head_dim elements of a 16-bit cache; 0 when not 8, 16 or 32, or
@@ -56,101 +53,15 @@ __host__ __device__ constexpr int rows_per_step(int g, int elems) {
     return g * elems >= 64 ? 2 : 4;
 }
 
-// One step's math for a warp: scores of its U x 32/C keys (K chunks in kr, this lane's part),
-// the online softmax (valid: bit u set where row u's key is read), O += P V (V chunks in vr).
-template <class T, int C, int G, int U>
-__device__ __forceinline__ void warp_step(const uint4 (&kr)[U], const uint4 (&vr)[U],
-                                          uint32_t valid, const float (&qf)[G][kPer16<T>],
-                                          float (&m)[G], float (&l)[G], float (&o)[G][kPer16<T>]) {
-    constexpr int E = kPer16<T>;
-    // Scores: each lane's part of q . k, summed over the key's C lanes.
-    float s[U][G];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-        float kf[E];
-        unpack16<T>(kr[u], kf);
-#pragma unroll
-        for (int g = 0; g < G; ++g) {
-            float acc = 0.0f;
-#pragma unroll
-            for (int e = 0; e < E; ++e)
-                acc = fmaf(qf[g][e], kf[e], acc);
-            s[u][g] = acc;
-        }
-    }
-#pragma unroll
-    for (int off = 1; off < C; off <<= 1)
-#pragma unroll
-        for (int u = 0; u < U; ++u)
-#pragma unroll
-            for (int g = 0; g < G; ++g)
-                s[u][g] += __shfl_xor_sync(0xffffffffu, s[u][g], off);
-
-                // Online softmax; the max is the warp's, so the lanes' partial sums and outputs
-                // (each of its own keys) add up at the end.
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-#pragma unroll
-        for (int u = 0; u < U; ++u)
-            if (!(valid >> u & 1u)) s[u][g] = -INFINITY;
-        float mx = s[0][g];
-#pragma unroll
-        for (int u = 1; u < U; ++u)
-            mx = fmaxf(mx, s[u][g]);
-#pragma unroll
-        for (int off = C; off < 32; off <<= 1)
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-        const float m_new = fmaxf(m[g], mx);
-        if (m_new == -INFINITY) {  // nothing seen yet by the warp
-#pragma unroll
-            for (int u = 0; u < U; ++u)
-                s[u][g] = 0.0f;
-            continue;
-        }
-        const float alpha = exp2f(m[g] - m_new);
-        float sum = 0.0f;
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-            s[u][g] = exp2f(s[u][g] - m_new);
-            sum += s[u][g];
-        }
-        l[g] = l[g] * alpha + sum;
-#pragma unroll
-        for (int e = 0; e < E; ++e)
-            o[g][e] *= alpha;
-        m[g] = m_new;
-    }
-
-    // O += P V
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-        float vf[E];
-        unpack16<T>(vr[u], vf);
-#pragma unroll
-        for (int g = 0; g < G; ++g)
-#pragma unroll
-            for (int e = 0; e < E; ++e)
-                o[g][e] = fmaf(s[u][g], vf[e], o[g][e]);
-    }
-}
-
-// Shared memory of one block: the warps' K/V rings when PIPELINED, then (reused) the merge.
-template <class T, int C, int G, bool PIPELINED>
-__host__ __device__ constexpr size_t decode_smem_bytes() {
-    constexpr int U = rows_per_step(G, kPer16<T>);
-    constexpr size_t ring = PIPELINED ? size_t{kWarps} * kStages * 2 * U * 32 * 16 : 0;
-    constexpr size_t merge = size_t{kWarps} * G * (C * kPer16<T> + 2) * 4;
-    return ring > merge ? ring : merge;
-}
-
-template <class T, int C, int G, bool PIPELINED>
+template <class T, int C, int G>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm) warp_decode_kernel(const DecodeArgs a) {
     constexpr int E = kPer16<T>;  // elements per 16 bytes
     constexpr int HD = C * E;
     constexpr int KPW = 32 / C;  // keys a warp reads at once
     constexpr int U = rows_per_step(G, E);
     constexpr int STEP = U * KPW;  // keys of one warp step
-    extern __shared__ __align__(16) unsigned char smem[];
+    __shared__ float o_s[kWarps][G][HD];
+    __shared__ float m_s[kWarps][G], l_s[kWarps][G];
 
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int key_sub = lane / C, part = lane % C;
@@ -212,82 +123,101 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) warp_decode_kernel(con
             o[g][e] = 0.0f;
     }
 
-    // Warp w takes steps w, w + kWarps, ... of STEP keys; row u of a step is its keys
-    // u * KPW .. u * KPW + KPW - 1, this lane's the key_sub-th of them.
-    const int first = begin + warp * STEP;
     int loc[U];
+    const int first = begin + warp * STEP;
 #pragma unroll
     for (int u = 0; u < U; ++u)
         loc[u] = locate(first + u * KPW + key_sub);
-    if constexpr (!PIPELINED) {
-        for (int base = first; base < end; base += kWarps * STEP) {
-            uint4 kr[U], vr[U];
-            uint32_t valid = 0;
+    for (int base = first; base < end; base += kWarps * STEP) {
+        uint4 kr[U], vr[U];
 #pragma unroll
-            for (int u = 0; u < U; ++u) {
-                kr[u] = vr[u] = uint4{};
-                if (loc[u] >= 0) {
-                    const int64_t off = static_cast<int64_t>(loc[u]) * slot_elems;
-                    kr[u] = __ldg(reinterpret_cast<const uint4*>(kg + off));
-                    vr[u] = __ldg(reinterpret_cast<const uint4*>(vg + off));
-                    valid |= 1u << u;
-                }
+        for (int u = 0; u < U; ++u) {
+            kr[u] = vr[u] = uint4{};
+            if (loc[u] >= 0) {
+                const int64_t off = static_cast<int64_t>(loc[u]) * slot_elems;
+                kr[u] = __ldg(reinterpret_cast<const uint4*>(kg + off));
+                vr[u] = __ldg(reinterpret_cast<const uint4*>(vg + off));
             }
-            // The next step's table entries, in flight with this step's K/V.
+        }
+        // The next step's table entries, in flight with this step's K/V.
+        int loc_next[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+            loc_next[u] = locate(base + kWarps * STEP + u * KPW + key_sub);
+
+        // Scores: each lane's part of q . k, summed over the key's C lanes.
+        float s[U][G];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            float kf[E];
+            unpack16<T>(kr[u], kf);
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+                float acc = 0.0f;
+#pragma unroll
+                for (int e = 0; e < E; ++e)
+                    acc = fmaf(qf[g][e], kf[e], acc);
+                s[u][g] = acc;
+            }
+        }
+#pragma unroll
+        for (int off = 1; off < C; off <<= 1)
 #pragma unroll
             for (int u = 0; u < U; ++u)
-                loc[u] = locate(base + kWarps * STEP + u * KPW + key_sub);
-            warp_step<T, C, G, U>(kr, vr, valid, qf, m, l, o);
-        }
-    } else {
-        // A ring of kStages steps per warp, [stage][K, V][row u][lane] 16-byte chunks: each lane
-        // copies its own chunks (cp.async, zeros where a key is not read) and reads back only
-        // those, so no barrier is needed, and kStages - 1 steps are in flight while one is used.
-        uint4* ring = reinterpret_cast<uint4*>(smem) + warp * kStages * 2 * U * 32;
-        uint32_t valid_bits = 0;  // bit stage * U + u: row u of that stage is read
-        int issue_base = first;
-        auto issue = [&](int stage) {
-            uint4* dst = ring + stage * 2 * U * 32 + lane;
+#pragma unroll
+                for (int g = 0; g < G; ++g)
+                    s[u][g] += __shfl_xor_sync(0xffffffffu, s[u][g], off);
+
+                    // Online softmax; the max is the warp's, so the lanes' partial sums and outputs
+                    // (each of its own keys) add up at the end.
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+#pragma unroll
+            for (int u = 0; u < U; ++u)
+                if (loc[u] < 0) s[u][g] = -INFINITY;
+            float mx = s[0][g];
+#pragma unroll
+            for (int u = 1; u < U; ++u)
+                mx = fmaxf(mx, s[u][g]);
+#pragma unroll
+            for (int off = C; off < 32; off <<= 1)
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+            const float m_new = fmaxf(m[g], mx);
+            if (m_new == -INFINITY) {  // nothing seen yet by the warp
+#pragma unroll
+                for (int u = 0; u < U; ++u)
+                    s[u][g] = 0.0f;
+                continue;
+            }
+            const float alpha = exp2f(m[g] - m_new);
+            float sum = 0.0f;
 #pragma unroll
             for (int u = 0; u < U; ++u) {
-                const bool ok = loc[u] >= 0;
-                const int64_t off = ok ? static_cast<int64_t>(loc[u]) * slot_elems : 0;
-                cp_async16(dst + u * 32, kg + off, ok);
-                cp_async16(dst + (U + u) * 32, vg + off, ok);
-                const uint32_t bit = 1u << (stage * U + u);
-                valid_bits = ok ? valid_bits | bit : valid_bits & ~bit;
+                s[u][g] = exp2f(s[u][g] - m_new);
+                sum += s[u][g];
             }
-            cp_async_commit();
-            issue_base += kWarps * STEP;
+            l[g] = l[g] * alpha + sum;
 #pragma unroll
-            for (int u = 0; u < U; ++u)  // the next issue's entries, in flight meanwhile
-                loc[u] = locate(issue_base + u * KPW + key_sub);
-        };
-#pragma unroll
-        for (int st = 0; st < kStages - 1; ++st)
-            issue(st);
-        int stage = 0;
-        for (int base = first; base < end; base += kWarps * STEP) {
-            // Into the stage used last step (this lane has read it), then wait for this one.
-            issue(stage == 0 ? kStages - 1 : stage - 1);
-            cp_async_wait<kStages - 1>();
-            const uint4* src = ring + stage * 2 * U * 32 + lane;
-            uint4 kr[U], vr[U];
-#pragma unroll
-            for (int u = 0; u < U; ++u) {
-                kr[u] = src[u * 32];
-                vr[u] = src[(U + u) * 32];
-            }
-            const uint32_t valid = valid_bits >> (stage * U) & ((1u << U) - 1);
-            warp_step<T, C, G, U>(kr, vr, valid, qf, m, l, o);
-            stage = stage + 1 == kStages ? 0 : stage + 1;
+            for (int e = 0; e < E; ++e)
+                o[g][e] *= alpha;
+            m[g] = m_new;
         }
-        cp_async_wait<0>();
-        __syncthreads();  // the rings are the merge's space next
+
+        // O += P V
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            float vf[E];
+            unpack16<T>(vr[u], vf);
+#pragma unroll
+            for (int g = 0; g < G; ++g)
+#pragma unroll
+                for (int e = 0; e < E; ++e)
+                    o[g][e] = fmaf(s[u][g], vf[e], o[g][e]);
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+            loc[u] = loc_next[u];
     }
-    float(*o_s)[G][HD] = reinterpret_cast<float(*)[G][HD]>(smem);
-    float(*m_s)[G] = reinterpret_cast<float(*)[G]>(smem + sizeof(float) * kWarps * G * HD);
-    float(*l_s)[G] = m_s + kWarps;
 
     // The warp's keys were spread over its 32 / C key lanes: add them up, then merge the warps.
 #pragma unroll
@@ -342,23 +272,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) warp_decode_kernel(con
     }
 }
 
-template <class T, int C, int G, bool PIPELINED>
-cudaError_t launch_kernel(const DecodeArgs& a, dim3 grid, cudaStream_t stream) {
-    constexpr size_t smem = decode_smem_bytes<T, C, G, PIPELINED>();
-    if constexpr (smem > 48 * 1024) {
-        // Once per instantiation: a call per launch costs host time each step.
-        static const cudaError_t raised = cudaFuncSetAttribute(
-            warp_decode_kernel<T, C, G, PIPELINED>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-            static_cast<int>(smem));
-        if (raised != cudaSuccess) return raised;
-    }
-    warp_decode_kernel<T, C, G, PIPELINED><<<grid, kThreads, smem, stream>>>(a);
-    return cudaGetLastError();
-}
 template <class T, int C, int G>
 cudaError_t launch(const DecodeArgs& a, dim3 grid, cudaStream_t stream) {
-    return a.pipelined ? launch_kernel<T, C, G, true>(a, grid, stream)
-                       : launch_kernel<T, C, G, false>(a, grid, stream);
+    warp_decode_kernel<T, C, G><<<grid, kThreads, 0, stream>>>(a);
+    return cudaGetLastError();
 }
 
 template <class T, int C>
@@ -432,7 +349,6 @@ cudaError_t warp_decode(const PagedAttentionParams& p, int splits, cudaStream_t 
     a.scale_log2 = scale * kLog2e;
     a.splits = splits;
     a.num_rows = p.num_seqs;
-    a.pipelined = p.decode_kernel != DecodeKernel::kWarpDirect;
     if (splits > 1)
         a.ws = split_workspace(p.workspace, splits, p.num_seqs, p.n_heads, p.cache.head_dim);
     if (p.num_seqs > 65535 || splits > 65535) return cudaErrorInvalidValue;

@@ -199,7 +199,7 @@ std::vector<double> reference(const Case& c, const Built& b) {
 // kernel: which decode kernel (paged_attention.h's DecodeKernel).
 void run_case(const Case& c, bool prefill, uint32_t seed,
               kernels::DecodeKernel kernel = kernels::DecodeKernel::kDefault) {
-    const char* names[] = {"decode: ", "decode (tiled kernel): ", "decode (warp kernel, direct): "};
+    const char* names[] = {"decode: ", "decode (tiled kernel): "};
     SCOPED_TRACE((prefill ? "prefill: " : names[static_cast<int>(kernel)]) + describe(c));
     std::mt19937 rng(seed);
     Built b = build(c, rng);
@@ -277,14 +277,13 @@ TEST(KernelPagedAttention, DecodeMatchesReference) {
         {DType::kF16, 8, 4, 2, 64, {{777, 1}, {40, 1}}, true, true, 7},
         {DType::kF16, 64, 1, 1, 128, {{5000, 1}}, false, true, 0},
     };
-    // Each by every decode kernel: the warp kernel (pipelined or direct) takes 16-bit caches with
+    // Each by both decode kernels: the warp kernel takes 16-bit caches with
     // head_dim of 8, 16 or 32 16-byte chunks and power-of-two blocks (the Llama, Qwen and MQA
     // cases here), the tiled kernel the rest.
     uint32_t seed = 100;
     for (const Case& c : cases) {
         for (kernels::DecodeKernel k :
-             {kernels::DecodeKernel::kDefault, kernels::DecodeKernel::kTiled,
-              kernels::DecodeKernel::kWarpDirect})
+             {kernels::DecodeKernel::kDefault, kernels::DecodeKernel::kTiled})
             run_case(c, false, seed, k);
         ++seed;
     }
