@@ -22,7 +22,8 @@
 // tova, knorm: the kernels do not gather those statistics yet), head sizes the attention
 // kernels do not take. With GPU probes (CudaForwardOptions::probes) and an op trace, every launch
 // is attributed to its op and layer and the step's kernels, copies and DRAM samples go into the
-// trace's device events. Not done: CUDA graphs for decode steps, per-phase times.
+// trace's device events. Decode steps are recorded as CUDA graphs and replayed (README.md: Decode
+// steps as CUDA graphs). Not done: per-phase times.
 
 #include <cstdint>
 #include <memory>

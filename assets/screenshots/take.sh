@@ -37,7 +37,7 @@ win replay "$sample" --script "$work/shots.txt"
 # A GPU's kernels per stream and its sampled DRAM bandwidth: the H200 recording that
 # .ci/gpu-check made (bench/RESULTS.md), a decode step with six requests running.
 cat > "$work/gpu.txt" <<SCRIPT
-seek 20
+seek 60
 wait 2
 screenshot $shots/gpu-kernels.png Kernels
 quit
