@@ -23,7 +23,6 @@ using detail::warp_sum;
 constexpr int kThreads = 128;
 constexpr int kDecodeRows = 8;    // a query's whole group for the usual GQA groups (<= 8)
 constexpr int kPrefillRows = 32;  // (query, head) rows sharing one pass over the keys
-constexpr float kLog2e = 1.4426950408889634f;
 // Shared memory a block may take before the key tile shrinks: two blocks of 100 KiB fit an
 // H100's SM (228 KiB), and an A100's (164 KiB) holds one.
 constexpr size_t kSmemBudget = 100 * 1024;
@@ -355,8 +354,7 @@ cudaError_t launch(const PagedAttentionParams& p, bool prefill, int splits, cuda
     a.slot_pos_stride = p.slot_pos_stride;
     a.n_heads = p.n_heads;
     a.group = p.n_heads / p.cache.n_kv_heads;
-    const float scale = p.scale != 0.0f ? p.scale : 1.0f / std::sqrt(static_cast<float>(hd));
-    a.scale_log2 = scale * kLog2e;
+    a.scale_log2 = detail::scale_log2(p);
     a.tile = 64;
     const int chunks_per_row = hd * static_cast<int>(sizeof(T)) / 16;
     while (a.tile > 16 && (smem_bytes(ROWS, a.tile, hd, sizeof(T)) > kSmemBudget ||

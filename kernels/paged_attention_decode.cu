@@ -15,7 +15,6 @@ constexpr int kBlocksPerSm = 3;
 // Fewest slots a split takes: below it the block's fixed work (queries in, the warps' merge,
 // the split's partial out) outweighs its keys.
 constexpr int kMinSplitSlots = 128;
-constexpr float kLog2e = 1.4426950408889634f;
 
 struct DecodeArgs {
     const float* q;
@@ -344,9 +343,7 @@ cudaError_t warp_decode(const PagedAttentionParams& p, int splits, cudaStream_t 
     a.group = p.n_heads / p.cache.n_kv_heads;
     const int g = heads_per_block(p);
     a.head_tiles = ceil_div(a.group, g);
-    const float scale =
-        p.scale != 0.0f ? p.scale : 1.0f / std::sqrt(static_cast<float>(p.cache.head_dim));
-    a.scale_log2 = scale * kLog2e;
+    a.scale_log2 = scale_log2(p);
     a.splits = splits;
     a.num_rows = p.num_seqs;
     if (splits > 1)

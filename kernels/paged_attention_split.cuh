@@ -10,7 +10,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cmath>
 #include <cstdint>
+
+#include "kernels/paged_attention.h"
 
 namespace kvscope::kernels::detail {
 
@@ -27,6 +30,14 @@ inline SplitWorkspace split_workspace(void* workspace, int splits, int num_rows,
 // out[row][head] = the splits' outputs weighted by sum * 2^(max - the largest max).
 cudaError_t merge_attention_splits(float* out, SplitWorkspace ws, int splits, int num_rows,
                                    int n_heads, int head_dim, cudaStream_t stream);
+
+// The scale of q . k in base 2 (p.scale, or 1 / sqrt(head_dim) as the engine, times log2(e)):
+// both kernels keep scores in base 2 so that the softmax is exp2f.
+inline float scale_log2(const PagedAttentionParams& p) {
+    const float scale =
+        p.scale != 0.0f ? p.scale : 1.0f / std::sqrt(static_cast<float>(p.cache.head_dim));
+    return scale * 1.4426950408889634f;
+}
 
 // The device's SM count, asked once per process (the launchers size grids by it every call).
 int sm_count();
