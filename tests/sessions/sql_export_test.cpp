@@ -1,0 +1,181 @@
+// `kvscope export F.kvs --format sqlite`: every event a row of its kind's table, counted the same
+// as the session reader counts them; steps, requests and run beside; documented; and refused,
+// leaving nothing behind, where it must not write.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <map>
+
+#include "sessions/session_reader.h"
+#include "sessions/sql_export.h"
+#include "test_support.h"
+
+namespace kvscope {
+namespace {
+
+namespace fs = std::filesystem;
+
+test::CommandResult kvscope(std::vector<std::string> args) {
+    return test::run_kvscope(std::move(args), 300);
+}
+
+// The one number a query returns.
+int64_t query_int(sqlite3* db, const std::string& sql) {
+    sqlite3_stmt* s = nullptr;
+    EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr), SQLITE_OK)
+        << sql << ": " << sqlite3_errmsg(db);
+    int64_t v = -1;
+    if (s && sqlite3_step(s) == SQLITE_ROW) v = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    return v;
+}
+
+// Nothing but `expected` (by name) in `dir`: no temporary file left by a failed export.
+void expect_only(const std::string& dir, const std::set<std::string>& expected,
+                 const std::string& what) {
+    for (const auto& e : fs::directory_iterator(dir))
+        EXPECT_TRUE(expected.count(e.path().filename().string()))
+            << what << " left " << e.path().filename();
+}
+
+TEST(SqlExport, EveryEventOfTheSampleIsARowOfItsKindAsTheReaderCountsThem) {
+    auto sample = test::source_file("assets/sessions/sample-chat.kvs");
+    ASSERT_TRUE(sample);
+    const std::string dir = test::temp_dir(), out = dir + "/sample.db";
+    auto r = kvscope({"export", *sample, "--format", "sqlite", "--out", out});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+
+    auto reader = SessionReader::open(*sample);
+    ASSERT_TRUE(reader.ok()) << reader.error().message;
+    std::map<EventKind, int64_t> counted;
+    std::map<std::string, int64_t> evict_reasons;
+    int64_t total = 0;
+    ASSERT_TRUE((*reader)
+                    ->for_each_event((*reader)->first_step(), (*reader)->last_step(), {},
+                                     [&](const Event& e, const SharedText& text) -> Status {
+                                         ++counted[e.kind];
+                                         ++total;
+                                         if (e.kind == EventKind::kTokenEvict) {
+                                             std::string t = text.str();
+                                             evict_reasons[t.substr(t.find(": ") + 2)]++;
+                                         }
+                                         return {};
+                                     })
+                    .ok());
+
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open_v2(out.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+    int64_t rows = 0;
+    for (int k = 1; k < kNumEventKinds; ++k) {
+        const auto kind = static_cast<EventKind>(k);
+        const std::string name(event_kind_name(kind));
+        const int64_t n = query_int(db, "SELECT count(*) FROM " + name);
+        EXPECT_EQ(n, counted[kind]) << name;
+        EXPECT_EQ(query_int(db, "SELECT count(*) FROM events WHERE kind = '" + name + "'"), n);
+        rows += n;
+    }
+    EXPECT_EQ(rows, total);
+    EXPECT_GT(total, 10000);
+    // What the sample holds, decoded: steps, requests, tokens, blocks.
+    EXPECT_EQ(query_int(db, "SELECT count(*) FROM steps"),
+              static_cast<int64_t>((*reader)->steps().size()));
+    EXPECT_EQ(query_int(db, "SELECT count(*) FROM requests"), 6);
+    EXPECT_EQ(query_int(db, "SELECT count(*) FROM requests WHERE finish_step IS NOT NULL"), 6);
+    EXPECT_EQ(query_int(db, "SELECT value FROM run WHERE key = 'num_blocks'"),
+              (*reader)->info().num_blocks);
+    EXPECT_EQ(query_int(db, "SELECT count(*) FROM block_alloc WHERE block < 0 OR request < 0"), 0);
+    EXPECT_EQ(query_int(db, "SELECT sum(n_events) FROM steps"), total);
+    // Each table is indexed by step.
+    EXPECT_EQ(query_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name "
+                            "LIKE '%_by_step'"),
+              kNumEventKinds - 1);
+    // The reasons of token evictions, as the query asks for them.
+    for (const auto& [reason, n] : evict_reasons)
+        EXPECT_EQ(query_int(db, "SELECT count(*) FROM token_evict WHERE reason = '" + reason + "'"),
+                  n)
+            << reason;
+    sqlite3_close(db);
+    expect_only(dir, {"sample.db"}, "export");
+}
+
+TEST(SqlExport, TheDocumentationNamesEveryTableAndColumn) {
+    auto doc_path = test::source_file("docs/sql-export.md");
+    ASSERT_TRUE(doc_path) << "docs/sql-export.md is missing";
+    const std::string doc = test::read_file(*doc_path);
+    for (int k = 1; k < kNumEventKinds; ++k) {
+        const auto kind = static_cast<EventKind>(k);
+        const std::string name(event_kind_name(kind));
+        EXPECT_NE(doc.find("`" + name + "`"), std::string::npos) << name;
+        for (const SqlColumn& c : sql_event_columns(kind)) {
+            // Each kind's row of the table lists its columns in order.
+            const size_t row = doc.find("| `" + name + "` |");
+            ASSERT_NE(row, std::string::npos) << name;
+            const std::string line = doc.substr(row, doc.find('\n', row) - row);
+            EXPECT_NE(line.find(c.name), std::string::npos) << name << "." << c.name;
+        }
+    }
+    auto readme = test::source_file("README.md");
+    ASSERT_TRUE(readme);
+    EXPECT_NE(test::read_file(*readme).find("docs/sql-export.md"), std::string::npos);
+}
+
+TEST(SqlExport, RefusesWhereItMustNotWriteAndLeavesNothingHalfWritten) {
+    auto sample = test::source_file("assets/sessions/sample-chat.kvs");
+    ASSERT_TRUE(sample);
+    const std::string dir = test::temp_dir();
+    const std::string input = dir + "/s.kvs";
+    fs::copy_file(*sample, input);
+    const std::string input_bytes = test::read_file(input);
+    const std::string kept = test::write_file(dir + "/kept.db", "a user's file\n");
+    const std::string folder = dir + "/folder";
+    fs::create_directory(folder);
+    const std::string fifo = dir + "/pipe";
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    // A session cut short: its first 64 KiB, and one with its step rows' bytes overwritten.
+    const std::string truncated =
+        test::write_file(dir + "/truncated.kvs", input_bytes.substr(0, 65536));
+    std::string damaged_bytes = input_bytes;
+    for (size_t i = damaged_bytes.size() / 2; i < damaged_bytes.size() / 2 + 200000; ++i)
+        damaged_bytes[i] = static_cast<char>(i * 131);
+    const std::string damaged = test::write_file(dir + "/damaged.kvs", damaged_bytes);
+    const std::set<std::string> there = {"s.kvs",         "kept.db",     "folder", "pipe",
+                                         "truncated.kvs", "damaged.kvs"};
+    struct Case {
+        std::vector<std::string> args;
+        std::string says;
+    };
+    const auto sql = [](const std::string& in, const std::string& out) {
+        return std::vector<std::string>{"export", in, "--format", "sqlite", "--out", out};
+    };
+    auto forced = [](std::vector<std::string> a) {
+        a.push_back("--force");
+        return a;
+    };
+    for (const Case& c : {
+             Case{sql(input, folder), "is a directory"},
+             Case{forced(sql(input, folder)), "is a directory"},
+             Case{forced(sql(input, fifo)), "FIFO"},
+             Case{forced(sql(input, input)), "one of this command's inputs"},
+             Case{sql(input, kept), "already exists"},
+             Case{sql(truncated, dir + "/t.db"), "truncated.kvs"},
+             Case{sql(damaged, dir + "/d.db"), "damaged.kvs"},
+         }) {
+        auto r = kvscope(c.args);
+        std::string what = c.args[1] + " -> " + c.args[5];
+        EXPECT_TRUE(r.exit_code == 1 || r.exit_code == 2) << what << ": " << r.exit_code;
+        EXPECT_NE(r.err.find(c.says), std::string::npos) << what << ": " << r.err;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << what << ": " << r.err;
+        expect_only(dir, there, what);
+    }
+    EXPECT_EQ(test::read_file(input), input_bytes);
+    EXPECT_EQ(test::read_file(kept), "a user's file\n");
+    // With --force it replaces the file, whole.
+    auto r = kvscope(forced(sql(input, kept)));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(test::read_file(kept).substr(0, 15), "SQLite format 3");
+}
+
+}  // namespace
+}  // namespace kvscope
