@@ -88,8 +88,9 @@ TEST(SqlExport, EveryEventOfTheSampleIsARowOfItsKindAsTheReaderCountsThem) {
     EXPECT_EQ(query_int(db, "SELECT count(*) FROM block_alloc WHERE block < 0 OR request < 0"), 0);
     EXPECT_EQ(query_int(db, "SELECT sum(n_events) FROM steps"), total);
     // Each table is indexed by step.
-    EXPECT_EQ(query_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name "
-                            "LIKE '%_by_step'"),
+    EXPECT_EQ(query_int(db,
+                        "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name "
+                        "LIKE '%_by_step'"),
               kNumEventKinds - 1);
     // The reasons of token evictions, as the query asks for them.
     for (const auto& [reason, n] : evict_reasons)
@@ -140,8 +141,21 @@ TEST(SqlExport, RefusesWhereItMustNotWriteAndLeavesNothingHalfWritten) {
     for (size_t i = damaged_bytes.size() / 2; i < damaged_bytes.size() / 2 + 200000; ++i)
         damaged_bytes[i] = static_cast<char>(i * 131);
     const std::string damaged = test::write_file(dir + "/damaged.kvs", damaged_bytes);
-    const std::set<std::string> there = {"s.kvs",         "kept.db",     "folder", "pipe",
-                                         "truncated.kvs", "damaged.kvs"};
+    // One that opens well and fails halfway through: step 300's events are garbage, found only
+    // once the rows before them are written.
+    const std::string bad_step = dir + "/bad-step.kvs";
+    fs::copy_file(*sample, bad_step);
+    {
+        sqlite3* db = nullptr;
+        ASSERT_EQ(sqlite3_open(bad_step.c_str(), &db), SQLITE_OK);
+        ASSERT_EQ(sqlite3_exec(db, "UPDATE step SET events = x'14ffff' WHERE step = 300", nullptr,
+                               nullptr, nullptr),
+                  SQLITE_OK);
+        ASSERT_EQ(sqlite3_changes(db), 1);
+        sqlite3_close(db);
+    }
+    const std::set<std::string> there = {"s.kvs",         "kept.db",     "folder",      "pipe",
+                                         "truncated.kvs", "damaged.kvs", "bad-step.kvs"};
     struct Case {
         std::vector<std::string> args;
         std::string says;
@@ -161,6 +175,7 @@ TEST(SqlExport, RefusesWhereItMustNotWriteAndLeavesNothingHalfWritten) {
              Case{sql(input, kept), "already exists"},
              Case{sql(truncated, dir + "/t.db"), "truncated.kvs"},
              Case{sql(damaged, dir + "/d.db"), "damaged.kvs"},
+             Case{sql(bad_step, dir + "/b.db"), "bad-step.kvs: step 300"},
          }) {
         auto r = kvscope(c.args);
         std::string what = c.args[1] + " -> " + c.args[5];
