@@ -228,35 +228,72 @@ std::string_view finish_name(int32_t b) {
     return "unknown";
 }
 
-// One kind's insert and the decoding its columns need, bound column by column. Texts are bound
-// in place (SQLITE_STATIC): they outlive the statement's step.
+// One kind's insert and the decoding its columns need, bound column by column, kRowsPerInsert
+// rows to a statement: executing one statement per event cost more than the rows themselves.
+// Texts from the session's string table are bound in place (SQLITE_STATIC: the reader holds
+// them to the end); what is decoded per event is copied.
+constexpr int kRowsPerInsert = 64;
+
 class KindTable {
   public:
     KindTable(EventKind kind, SqliteStatement insert)
-        : kind_(kind), columns_(kind_columns(kind)), insert_(std::move(insert)) {
+        : kind_(kind),
+          columns_(kind_columns(kind)),
+          row_params_(3 + static_cast<int>(columns_.size())),
+          insert_(std::move(insert)) {
         for (const ColumnSpec& c : columns_) {
             needs_payload_ = needs_payload_ || c.field >= Field::kHbmRead;
         }
     }
 
+    // INSERT INTO kind SELECT * FROM (VALUES (?, ...), ...) WHERE column1 IS NOT NULL: a last
+    // batch that is not full leaves its unused rows' seq_no NULL.
+    static std::string insert_sql(EventKind kind) {
+        std::string values;
+        for (int r = 0; r < kRowsPerInsert; ++r) {
+            std::string one;
+            for (size_t i = 0; i < kind_columns(kind).size(); ++i)
+                one += ",?";
+            values += std::string(r ? "," : "") + "(?,?,?" + one + ")";
+        }
+        return "INSERT INTO " + std::string(event_kind_name(kind)) + " SELECT * FROM (VALUES " +
+               values + ") WHERE column1 IS NOT NULL";
+    }
+
     Status add(const Event& e, const SharedText& text) {
         sqlite3_stmt* s = insert_.get();
-        sqlite3_bind_int64(s, 1, static_cast<int64_t>(e.seq_no));
-        sqlite3_bind_int64(s, 2, e.step);
-        sqlite3_bind_int64(s, 3, e.t_ns);
+        const int base = pending_ * row_params_;
+        sqlite3_bind_int64(s, base + 1, static_cast<int64_t>(e.seq_no));
+        sqlite3_bind_int64(s, base + 2, e.step);
+        sqlite3_bind_int64(s, base + 3, e.t_ns);
         if (needs_payload_) decode_payload(e);
         std::string_view t = text.view();
-        int i = 4;
+        int i = base + 4;
         for (const ColumnSpec& c : columns_)
             bind(s, i++, c.field, e, t);
-        Status err = insert_.step_done();
-        sqlite3_reset(s);
-        return err;
+        return ++pending_ == kRowsPerInsert ? run() : Status{};
+    }
+
+    // Writes the rows of a batch not yet full.
+    Status flush() {
+        if (pending_ == 0) return {};
+        for (int r = pending_; r < kRowsPerInsert; ++r)
+            sqlite3_bind_null(insert_.get(), r * row_params_ + 1);
+        return run();
     }
 
   private:
+    Status run() {
+        Status err = insert_.step_done();
+        sqlite3_reset(insert_.get());
+        pending_ = 0;
+        return err;
+    }
     static void bind_view(sqlite3_stmt* s, int i, std::string_view v) {
         sqlite3_bind_text(s, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
+    }
+    static void bind_copy(sqlite3_stmt* s, int i, std::string_view v) {
+        sqlite3_bind_text(s, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
     }
     static std::string_view before(std::string_view t) {
         size_t at = t.find(": ");
@@ -361,7 +398,7 @@ class KindTable {
                 if (e.payload.empty())
                     sqlite3_bind_null(s, i);
                 else
-                    sqlite3_bind_blob64(s, i, e.payload.data(), e.payload.size(), SQLITE_STATIC);
+                    sqlite3_bind_blob64(s, i, e.payload.data(), e.payload.size(), SQLITE_TRANSIENT);
                 break;
             case Field::kParent:
                 if (stored_ok_ && stored_.has_parent)
@@ -370,7 +407,7 @@ class KindTable {
                     sqlite3_bind_null(s, i);
                 break;
             case Field::kTokenIds:
-                stored_ok_ ? bind_view(s, i, token_ids_) : (void)sqlite3_bind_null(s, i);
+                stored_ok_ ? bind_copy(s, i, token_ids_) : (void)sqlite3_bind_null(s, i);
                 break;
             case Field::kTokenPairs:
                 stored_ok_ ? sqlite3_bind_int(s, i, stored_.token_pairs ? 1 : 0)
@@ -381,7 +418,7 @@ class KindTable {
                                                 : sqlite3_bind_null(s, i);
                 break;
             case Field::kGroupKind:
-                stored_ok_ && !stored_.group_kind.empty() ? bind_view(s, i, stored_.group_kind)
+                stored_ok_ && !stored_.group_kind.empty() ? bind_copy(s, i, stored_.group_kind)
                                                           : (void)sqlite3_bind_null(s, i);
                 break;
             case Field::kSlidingWindow:
@@ -394,7 +431,9 @@ class KindTable {
 
     EventKind kind_;
     std::vector<ColumnSpec> columns_;
+    int row_params_;
     SqliteStatement insert_;
+    int pending_ = 0;
     bool needs_payload_ = false;
     HbmBytes hbm_;
     bool hbm_ok_ = false;
@@ -559,10 +598,7 @@ Result<SqlExportCounts> export_sqlite(SessionReader& reader, const std::string& 
         std::array<std::optional<KindTable>, kNumEventKinds> tables;
         for (int k = 1; k < kNumEventKinds; ++k) {
             const auto kind = static_cast<EventKind>(k);
-            std::string sql = "INSERT INTO " + std::string(event_kind_name(kind)) + " VALUES(?,?,?";
-            for (size_t i = 0; i < kind_columns(kind).size(); ++i)
-                sql += ",?";
-            auto q = db.prepare(sql + ")");
+            auto q = db.prepare(KindTable::insert_sql(kind));
             if (!q) return write_failed();
             tables[static_cast<size_t>(k)].emplace(kind, std::move(*q));
         }
@@ -579,7 +615,9 @@ Result<SqlExportCounts> export_sqlite(SessionReader& reader, const std::string& 
             });
         if (insert_failed) return write_failed();
         if (!walked) return walked.error();  // the input's: corrupt or truncated
-    }                                        // statements finalized before the transaction ends
+        for (auto& t : tables)
+            if (t && !t->flush()) return write_failed();
+    }  // statements finalized before the transaction ends
     if (!write_steps(db, reader.steps()) || !write_run(db, reader)) return write_failed();
     counts.steps = static_cast<int64_t>(reader.steps().size());
 
