@@ -150,7 +150,9 @@ Command register_kv_size(CLI::App& cli) {
     CLI::App* sub = cli.add_subcommand(
         "kv-size", "Bytes of a model's KV cache per token, sequence and batch; MHA, GQA and MQA");
     sub->add_option("--shape", o->shape, "A known shape (llama-2-7b, llama-3-8b, gemma-3-27b...)");
-    sub->add_option("--model", o->model, "A model file whose config to read (GGUF, llama2.c)");
+    sub->add_option(
+        "--model", o->model,
+        "A model file whose config to read (GGUF, llama2.c; default: the bundled model)");
     sub->add_option("--ctx", o->ctx, "Tokens per sequence (default: the model's context)")
         ->check(CLI::Range(int64_t{1}, kMaxKvSizeCtx));
     sub->add_option("--batch", o->batch, "Sequences")
