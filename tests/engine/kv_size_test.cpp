@@ -8,8 +8,7 @@
 namespace kvscope {
 namespace {
 
-KvSize size_of(const std::string& shape, int64_t ctx, const std::string& dtype,
-               int64_t batch = 1) {
+KvSize size_of(const std::string& shape, int64_t ctx, const std::string& dtype, int64_t batch = 1) {
     const KvShape* s = find_kv_shape(shape);
     EXPECT_NE(s, nullptr) << shape;
     auto d = parse_kv_size_dtype(dtype);
@@ -25,16 +24,11 @@ TEST(KvSize, EveryShapeAgainstHandArithmetic) {
         int64_t per_token;  // 2 (K and V) x layers x KV heads x head_dim x 2 bytes (f16)
     };
     for (const Case& c : {
-             Case{"qwen2.5-0.5b", 2 * 24 * 2 * 64 * 2},
-             Case{"llama-3.2-1b", 2 * 16 * 8 * 64 * 2},
-             Case{"llama-3-8b", 2 * 32 * 8 * 128 * 2},
-             Case{"mistral-7b", 2 * 32 * 8 * 128 * 2},
-             Case{"llama-2-7b", 2 * 32 * 32 * 128 * 2},
-             Case{"llama-3-70b", 2 * 80 * 8 * 128 * 2},
-             Case{"qwen2.5-7b", 2 * 28 * 4 * 128 * 2},
-             Case{"qwen3-8b", 2 * 36 * 8 * 128 * 2},
-             Case{"gemma-3-12b", 2 * 48 * 8 * 256 * 2},
-             Case{"gemma-3-27b", 2 * 62 * 16 * 128 * 2},
+             Case{"qwen2.5-0.5b", 2 * 24 * 2 * 64 * 2}, Case{"llama-3.2-1b", 2 * 16 * 8 * 64 * 2},
+             Case{"llama-3-8b", 2 * 32 * 8 * 128 * 2}, Case{"mistral-7b", 2 * 32 * 8 * 128 * 2},
+             Case{"llama-2-7b", 2 * 32 * 32 * 128 * 2}, Case{"llama-3-70b", 2 * 80 * 8 * 128 * 2},
+             Case{"qwen2.5-7b", 2 * 28 * 4 * 128 * 2}, Case{"qwen3-8b", 2 * 36 * 8 * 128 * 2},
+             Case{"gemma-3-12b", 2 * 48 * 8 * 256 * 2}, Case{"gemma-3-27b", 2 * 62 * 16 * 128 * 2},
              Case{"deepseek-v3", 61 * (512 + 64) * 2},  // one latent + RoPE key, no V
          }) {
         KvSize k = size_of(c.shape, 1024, "f16", 3);
