@@ -293,6 +293,9 @@ class KindTable {
     static void bind_view(sqlite3_stmt* s, int i, std::string_view v) {
         sqlite3_bind_text(s, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
     }
+    static void bind_or_null(sqlite3_stmt* s, int i, std::string_view v) {
+        v.empty() ? (void)sqlite3_bind_null(s, i) : bind_view(s, i, v);
+    }
     static void bind_copy(sqlite3_stmt* s, int i, std::string_view v) {
         sqlite3_bind_text(s, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
     }
@@ -367,11 +370,13 @@ class KindTable {
             case Field::kSlotTo:
                 sqlite3_bind_int64(s, i, e.wide & 0xffffffff);
                 break;
+            // A host op's text is the op; a GPU's is "op|kernel" or the kernel alone.
             case Field::kOp:
-                bind_view(s, i, split_gpu_kernel_text(t).op);
+                bind_or_null(s, i, e.c == kHostLane ? t : split_gpu_kernel_text(t).op);
                 break;
             case Field::kKernel:
-                bind_view(s, i, split_gpu_kernel_text(t).kernel);
+                bind_or_null(
+                    s, i, e.c == kHostLane ? std::string_view() : split_gpu_kernel_text(t).kernel);
                 break;
             case Field::kWeightBytes:
                 sqlite3_bind_int64(s, i, e.cost.weight_bytes);

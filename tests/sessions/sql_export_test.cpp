@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 
+#include "sessions/recorder.h"
 #include "sessions/session_reader.h"
 #include "sessions/sql_export.h"
 #include "test_support.h"
@@ -19,6 +20,20 @@ namespace fs = std::filesystem;
 
 test::CommandResult kvscope(std::vector<std::string> args) {
     return test::run_kvscope(std::move(args), 300);
+}
+
+// The one text a query returns.
+std::string query_text(sqlite3* db, const std::string& sql) {
+    sqlite3_stmt* s = nullptr;
+    EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr), SQLITE_OK)
+        << sql << ": " << sqlite3_errmsg(db);
+    std::string v = "(no row)";
+    if (s && sqlite3_step(s) == SQLITE_ROW)
+        v = sqlite3_column_type(s, 0) == SQLITE_NULL
+                ? "NULL"
+                : reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+    sqlite3_finalize(s);
+    return v;
 }
 
 // The one number a query returns.
@@ -99,6 +114,105 @@ TEST(SqlExport, EveryEventOfTheSampleIsARowOfItsKindAsTheReaderCountsThem) {
             << reason;
     sqlite3_close(db);
     expect_only(dir, {"sample.db"}, "export");
+}
+
+// What a kind packs into its fields comes out decoded and named, written by the real Recorder.
+TEST(SqlExport, PackedFieldsAndPayloadsComeOutDecoded) {
+    const std::string dir = test::temp_dir(), path = dir + "/packed.kvs";
+    RunInfo info;
+    info.num_blocks = 8;
+    auto rec = Recorder::create(path, info);
+    ASSERT_TRUE(rec.ok()) << rec.error().message;
+    auto emit = [&](Event e) { (*rec)->emit(std::move(e)); };
+    emit({.kind = EventKind::kRequestArrive,
+          .step = 1,
+          .request = 0,
+          .a = 5,
+          .b = 9,
+          .c = 1,
+          .text = "chat-0"});
+    emit({.kind = EventKind::kTokenEvict,
+          .step = 2,
+          .request = 0,
+          .block = 3,
+          .a = 4,
+          .b = 1,
+          .c = 17,
+          .wide = 5,
+          .value = 0.25,
+          .text = "h2o: low-accumulated-attention"});
+    emit({.kind = EventKind::kTokenMove,
+          .step = 2,
+          .request = 0,
+          .block = 3,
+          .a = 4,
+          .b = 1,
+          .c = 18,
+          .wide = (int64_t{9} << 32) | 5});
+    emit({.kind = EventKind::kPreempt, .step = 3, .request = 0, .a = 1, .b = 2});
+    emit({.kind = EventKind::kRequestFinish, .step = 4, .request = 0, .a = 9, .b = 1});
+    emit({.kind = EventKind::kPhase, .step = 4, .a = 3, .wide = 1234});
+    Event kernel{.kind = EventKind::kKernel, .step = 4, .a = 2, .wide = 500, .text = "attn"};
+    kernel.cost = {.weight_bytes = 10,
+                   .kv_read_bytes = 20,
+                   .kv_written_bytes = 30,
+                   .activation_bytes = 40,
+                   .flops = 50};
+    emit(kernel);
+    Event hbm{.kind = EventKind::kHbmSample, .step = 4, .wide = 900, .value = 30};
+    encode_hbm_bytes({.read = 20, .written = 10}, hbm.payload);
+    emit(hbm);
+    Event stored{.kind = EventKind::kKvStored,
+                 .step = 5,
+                 .block = 6,
+                 .a = 1,
+                 .b = static_cast<int32_t>(KvMedium::kCpu),
+                 .c = 3,
+                 .wide = -2};
+    StoredBlock sb;
+    sb.has_parent = true;
+    sb.parent = 77;
+    sb.tokens = {11, 12, 13};
+    sb.group = 1;
+    sb.group_kind = "sliding_window";
+    sb.sliding_window = 128;
+    encode_stored_block(sb, stored.payload);
+    emit(stored);
+    ASSERT_TRUE((*rec)->close().ok());
+
+    auto reader = SessionReader::open(path);
+    ASSERT_TRUE(reader.ok()) << reader.error().message;
+    const std::string db_path = dir + "/packed.db";
+    auto n = export_sqlite(**reader, db_path, "packed.db");
+    ASSERT_TRUE(n.ok()) << n.error().message;
+    EXPECT_EQ(n->events, 9);
+    EXPECT_EQ(n->requests, 1);
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+    auto row = [&](const std::string& sql) { return query_text(db, sql); };
+    EXPECT_EQ(row("SELECT policy || '/' || reason || '/' || layer || '/' || kv_head || '/' || "
+                  "position || '/' || slot || '/' || score FROM token_evict"),
+              "h2o/low-accumulated-attention/4/1/17/5/0.25");
+    EXPECT_EQ(row("SELECT from_slot || '>' || to_slot FROM token_move"), "9>5");
+    EXPECT_EQ(row("SELECT mode FROM preempt"), "swap");
+    EXPECT_EQ(row("SELECT finish FROM request_finish"), "end_token");
+    EXPECT_EQ(row("SELECT phase || ' ' || duration_ns FROM phase"), "attention 1234");
+    EXPECT_EQ(row("SELECT op || ' ' || weight_bytes || ' ' || kv_read_bytes || ' ' || "
+                  "kv_written_bytes || ' ' || activation_bytes || ' ' || flops FROM kernel"),
+              "attn 10 20 30 40 50");
+    EXPECT_EQ(row("SELECT kernel FROM kernel"), "NULL");  // a host op has no GPU kernel
+    EXPECT_EQ(row("SELECT read_bytes || ' ' || written_bytes FROM hbm_sample"), "20 10");
+    EXPECT_EQ(row("SELECT medium || ' ' || parent || ' ' || token_ids || ' ' || cache_group || ' '"
+                  " || group_kind || ' ' || sliding_window || ' ' || printf('%x', hash) "
+                  "FROM kv_stored"),
+              "CPU 77 11 12 13 1 sliding_window 128 fffffffffffffffe");
+    EXPECT_EQ(row("SELECT request_id || ' ' || prompt_tokens || ' ' || generated_tokens || ' ' || "
+                  "finish || ' ' || arrive_step || ' ' || finish_step FROM requests"),
+              "chat-0 5 9 end_token 1 4");
+    EXPECT_EQ(row("SELECT group_concat(kind, ',') FROM (SELECT kind FROM events ORDER BY seq_no)"),
+              "request_arrive,token_evict,token_move,preempt,request_finish,phase,kernel,"
+              "hbm_sample,kv_stored");
+    sqlite3_close(db);
 }
 
 TEST(SqlExport, TheDocumentationNamesEveryTableAndColumn) {
