@@ -53,10 +53,10 @@ CommandLine::CommandLine() : cli("kvscope: see what an LLM does with its KV cach
         if (what.size() > kMaxShown) what = what.substr(0, kMaxShown) + "...";
         return "kvscope: error: " + terminal_safe(what) + " (see --help)\n";
     });
-    commands = {register_generate(cli), register_run(cli),        register_workload(cli),
-                register_inspect(cli),  register_check(cli),      register_export(cli),
-                register_tokenize(cli), register_perplexity(cli), register_eval(cli),
-                register_attach(cli),   register_publish(cli)};
+    commands = {register_generate(cli), register_run(cli),      register_workload(cli),
+                register_inspect(cli),  register_check(cli),    register_export(cli),
+                register_kv_size(cli),  register_tokenize(cli), register_perplexity(cli),
+                register_eval(cli),     register_attach(cli),   register_publish(cli)};
     for (Command& c : register_bench(cli))
         commands.push_back(std::move(c));
 #ifdef KVSCOPE_HAVE_GUI

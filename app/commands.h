@@ -25,6 +25,7 @@ Command register_run(CLI::App& cli);
 Command register_inspect(CLI::App& cli);
 Command register_check(CLI::App& cli);
 Command register_export(CLI::App& cli);
+Command register_kv_size(CLI::App& cli);
 Command register_tokenize(CLI::App& cli);
 Command register_perplexity(CLI::App& cli);
 Command register_eval(CLI::App& cli);

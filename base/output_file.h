@@ -42,6 +42,9 @@ class OutputFile {
     // Flushes, syncs and renames into place; the message names the target and the reason.
     Status commit();
     const std::string& path() const { return path_; }
+    // The temporary file (new and empty), for a writer that opens it by name itself (an SQLite
+    // database) and writes nothing through stream(): it must close it before commit().
+    const std::string& temporary_path() const { return temp_; }
 
   private:
     // Buffered writes to a descriptor that remember the first error's errno (an ofstream

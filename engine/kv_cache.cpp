@@ -34,33 +34,13 @@ KvCacheStorage::KvCacheStorage(const ModelConfig& config, int32_t block_size, in
 }
 
 size_t KvCacheStorage::elem_bytes_per_block(const Layer& L) const {
-    const size_t elems = static_cast<size_t>(block_size_) * static_cast<size_t>(kv_dim_);
-    switch (L.dtype) {
-        case KvDtype::kF32:
-            return elems * 4;
-        case KvDtype::kF16:
-            return elems * 2;
-        case KvDtype::kInt8:
-            return elems;
-        case KvDtype::kInt4:
-        case KvDtype::kInt2: {
-            const size_t per_byte = 8 / static_cast<size_t>(kv_code_bits(L.dtype));
-            return (elems + per_byte - 1) / per_byte;
-        }
-    }
-    return elems * 4;
+    return kv_element_bytes(L.dtype,
+                            static_cast<size_t>(block_size_) * static_cast<size_t>(kv_dim_));
 }
 
 size_t KvCacheStorage::layer_bytes_per_block(int layer) const {
-    const Layer& L = layers_[static_cast<size_t>(layer)];
-    size_t scales = 0;
-    const size_t slots_heads = static_cast<size_t>(block_size_) * static_cast<size_t>(n_kv_heads_);
-    if (L.dtype == KvDtype::kInt8) scales = 2 * slots_heads * sizeof(uint16_t);
-    if (kv_code_bits(L.dtype) > 0)
-        scales = (static_cast<size_t>(block_size_) * v_params_per_slot() +  // values
-                  static_cast<size_t>(kv_dim_) * 2) *                       // keys
-                 sizeof(uint16_t);
-    return 2 * elem_bytes_per_block(L) + scales;
+    return kv_layer_block_bytes(layers_[static_cast<size_t>(layer)].dtype, block_size_, n_kv_heads_,
+                                head_dim_);
 }
 
 size_t KvCacheStorage::bytes_per_block() const {

@@ -119,7 +119,7 @@ class KvCacheStorage : public KvBlockStore {
                slot_index(block, slot) * static_cast<size_t>(kv_dim_);
     }
     void quantize_block_keys(Layer& L, BlockId block);
-    int groups_per_head() const { return (head_dim_ + 31) / 32; }
+    int groups_per_head() const { return kv_value_groups_per_head(head_dim_); }
 
     int32_t block_size_, num_blocks_, kv_dim_, n_layers_, n_kv_heads_, head_dim_;
     std::vector<Layer> layers_;

@@ -35,6 +35,38 @@ const char* kv_dtype_name(KvDtype d) {
     return "f32";
 }
 
+size_t kv_element_bytes(KvDtype dtype, size_t elements) {
+    switch (dtype) {
+        case KvDtype::kF32:
+            return elements * 4;
+        case KvDtype::kF16:
+            return elements * 2;
+        case KvDtype::kInt8:
+            return elements;
+        case KvDtype::kInt4:
+        case KvDtype::kInt2: {
+            const size_t per_byte = 8 / static_cast<size_t>(kv_code_bits(dtype));
+            return (elements + per_byte - 1) / per_byte;
+        }
+    }
+    return elements * 4;
+}
+
+size_t kv_layer_block_bytes(KvDtype dtype, int32_t block_size, int32_t n_kv_heads,
+                            int32_t head_dim) {
+    const auto slots = static_cast<size_t>(block_size), heads = static_cast<size_t>(n_kv_heads),
+               dim = static_cast<size_t>(head_dim);
+    size_t halves = 0;  // f16 scales and minima
+    // int8: one scale per slot and head, K and V alike.
+    if (dtype == KvDtype::kInt8) halves = 2 * slots * heads;
+    // int4 / int2: values a (scale, min) per slot, head and group of channels; keys a
+    // (scale, min) per channel of the block.
+    if (kv_code_bits(dtype) > 0)
+        halves = slots * heads * static_cast<size_t>(kv_value_groups_per_head(head_dim)) * 2 +
+                 heads * dim * 2;
+    return 2 * kv_element_bytes(dtype, slots * heads * dim) + halves * sizeof(uint16_t);
+}
+
 namespace {
 // A layer number of a schedule: digits only, within int32.
 Result<int32_t> parse_layer(std::string_view text, std::string_view item) {

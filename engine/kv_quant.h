@@ -35,6 +35,30 @@ inline int kv_code_bits(KvDtype d) {
     return d == KvDtype::kInt4 ? 4 : d == KvDtype::kInt2 ? 2 : 0;
 }
 
+// The bytes the cache stores, the one place they are worked out (KvCacheStorage lays its arrays
+// out by them, `kvscope kv-size` counts with them). Values are grouped for their int4 / int2
+// parameters in groups of this many channels of a head (the last group of a head may be short).
+constexpr int32_t kKvValueGroup = 32;
+inline int32_t kv_value_groups_per_head(int32_t head_dim) {
+    return (head_dim + kKvValueGroup - 1) / kKvValueGroup;
+}
+// Bytes of `elements` K (or V) elements in `dtype`, codes only.
+size_t kv_element_bytes(KvDtype dtype, size_t elements);
+// Bytes of K and V of one block of one layer (`block_size` slots of `n_kv_heads` heads of
+// `head_dim`), scales and minima included. Not included: the f16 keys an int4 or int2 block
+// also keeps while it is open (kv_open_block_key_bytes).
+size_t kv_layer_block_bytes(KvDtype dtype, int32_t block_size, int32_t n_kv_heads,
+                            int32_t head_dim);
+// The f16 keys of one open int4 / int2 block of one layer (a whole block's worth from its first
+// write on); 0 for the other dtypes.
+inline size_t kv_open_block_key_bytes(KvDtype dtype, int32_t block_size, int32_t n_kv_heads,
+                                      int32_t head_dim) {
+    return kv_keys_grouped_per_block(dtype)
+               ? static_cast<size_t>(block_size) * static_cast<size_t>(n_kv_heads) *
+                     static_cast<size_t>(head_dim) * sizeof(uint16_t)
+               : 0;
+}
+
 // --kv-dtype-layers "0-1:int8,2-5:int2" (MiniKV's layer-discriminative precision): layer ranges
 // (a single layer is "3") and their dtypes, in any order, not overlapping.
 struct KvDtypeRange {

@@ -63,6 +63,18 @@ const std::vector<SyntheticShape>& synthetic_shapes() {
         v.push_back({"mistral-7b",
                      shape("llama", 32, 4096, 32, 8, 128, 14336, 32000, 32768, 1e6f, 1e-5f),
                      false});
+        // Full multi-head attention (32 KV heads): four times Llama 3 8B's KV cache per token.
+        v.push_back({"llama-2-7b",
+                     shape("llama", 32, 4096, 32, 32, 128, 11008, 32000, 4096, 1e4f, 1e-5f),
+                     false});
+        v.push_back({"llama-3-70b",
+                     shape("llama", 80, 8192, 64, 8, 128, 28672, 128256, 8192, 5e5f, 1e-5f),
+                     false});
+        v.push_back({"qwen2.5-7b",
+                     shape("qwen2", 28, 3584, 28, 4, 128, 18944, 152064, 32768, 1e6f, 1e-6f),
+                     false});
+        v.back().config.rope_style = RopeStyle::kHalfSplit;
+        v.back().config.has_qkv_bias = true;
         for (SyntheticShape& s : v)
             s.config.name = std::string(kSyntheticPrefix) + s.name;
         return v;

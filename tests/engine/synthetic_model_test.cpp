@@ -32,6 +32,9 @@ TEST(SyntheticModel, ShapesHaveTheirPublishedParameterCounts) {
         {"llama-3.2-1b", 1235814400},  // Llama 3.2 1B: 1.24 B, tied embeddings
         {"llama-3-8b", 8030261248},    // Llama 3 8B: 8.03 B
         {"mistral-7b", 7241732096},    // Mistral 7B: 7.24 B
+        {"llama-2-7b", 6738415616},    // Llama 2 7B: 6.74 B
+        {"llama-3-70b", 70553706496},  // Llama 3 70B: 70.6 B
+        {"qwen2.5-7b", 7615616512},    // Qwen2.5-7B: 7.62 B, QKV bias
     };
     ASSERT_EQ(synthetic_shapes().size(), published.size());
     for (const SyntheticShape& s : synthetic_shapes())
