@@ -61,6 +61,7 @@ class KvCacheStorage : public KvBlockStore {
     int32_t num_blocks() const { return num_blocks_; }
     int32_t kv_dim() const { return kv_dim_; }
     int32_t n_layers() const { return n_layers_; }
+    int32_t head_dim() const override { return head_dim_; }
     // Bytes of K and V of one block over all layers, scales included (the f16 keys an int4 or
     // int2 block keeps until it fills are counted by open_block_bytes()).
     size_t bytes_per_block() const;
@@ -68,7 +69,7 @@ class KvCacheStorage : public KvBlockStore {
     size_t layer_bytes_per_block(int layer) const;
     // K and V of one token of one KV head in `layer`, scales included: what a slot of a lane
     // costs to read or write.
-    int64_t bytes_per_lane_token(int layer) const {
+    int64_t bytes_per_lane_token(int layer) const override {
         return static_cast<int64_t>(layer_bytes_per_block(layer)) /
                (static_cast<int64_t>(block_size_) * n_kv_heads_);
     }
