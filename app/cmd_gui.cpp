@@ -90,6 +90,8 @@ int run_gui(GuiOptions& o) {
     s.compact = !o.serving.eviction.no_compact;
     s.kv_dtype = o.serving.eviction.kv_dtype;
     s.kv_dtype_layers = o.serving.eviction.kv_dtype_layers;
+    s.merge_layers = o.serving.eviction.merge_layers;
+    s.merge_distance = o.serving.eviction.merge_distance;
     s.record = o.record;
     s.record_path = o.record_path;
     s.record_force = o.window.force;

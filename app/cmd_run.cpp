@@ -96,6 +96,9 @@ int run_serving(const RunOptions& o) {
     auto layer_dtypes = o.serving.eviction.layer_dtypes(model->config.n_layers);
     if (!layer_dtypes) return usage_error(layer_dtypes.error().message);
     eo.kv_dtype_layers = std::move(layer_dtypes).value();
+    if (Status s = validate_merge_layers(o.serving.eviction.merge_layers, model->config.n_layers);
+        !s)
+        return usage_error(s.error().message);
     eo.backend = backend_factory(o.backend, !o.record.empty());
     auto engine = Engine::create(model, eo);
     if (!engine) return fail(engine.error().message);

@@ -15,6 +15,7 @@ EngineOptions ServingFlags::engine_options() const {
     e.threads = threads;
     e.matmul = matmul;
     if (auto d = eviction.dtype(); d) e.kv_dtype = *d;  // checked with the other flags first
+    e.kv_low = eviction.kv_low();
     return e;
 }
 

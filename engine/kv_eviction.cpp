@@ -48,6 +48,10 @@ Status validate_eviction_options(const EvictionOptions& o) {
     if (o.merge_from < -1)
         return Error{"--merge-layers " + std::to_string(o.merge_from) +
                      " must be a layer of the model, from 0"};
+    if (!(o.merge_max_distance >= 0 && o.merge_max_distance <= 1))
+        return Error{
+            "--merge-distance must be an angular distance from 0 to 1 (arccos of the "
+            "cosine over pi; 1 merges every token)"};
     if (o.merge_from >= 0 && o.active())
         return Error{"--merge-layers cannot go with --policy " + o.policy +
                      ": a merged token is one direction shared by two layers, and eviction drops "
@@ -83,6 +87,14 @@ Status validate_eviction_options(const EvictionOptions& o) {
         return Error{"--kv-budget " + std::to_string(o.budget_tokens) +
                      " leaves no room for recent tokens after " + std::to_string(o.sinks) +
                      " sinks (it must be at least " + std::to_string(o.sinks + 1) + ")"};
+    return {};
+}
+
+Status validate_merge_layers(int32_t from, int32_t n_layers) {
+    if (from >= n_layers)
+        return Error{"--merge-layers " + std::to_string(from) +
+                     " is past the model's layers: it has " + std::to_string(n_layers) +
+                     " (give a layer from 0 to " + std::to_string(n_layers - 1) + ")"};
     return {};
 }
 
@@ -139,10 +151,7 @@ int32_t SequenceLanes::valid_tokens() const {
 Result<std::unique_ptr<KvEvictor>> KvEvictor::create(const EvictionOptions& options,
                                                      int32_t n_layers) {
     if (Status s = validate_eviction_options(options); !s) return s.error();
-    if (options.merge_from >= n_layers)
-        return Error{"--merge-layers " + std::to_string(options.merge_from) +
-                     " is past the model's layers: it has " + std::to_string(n_layers) +
-                     " (give a layer from 0 to " + std::to_string(n_layers - 1) + ")"};
+    if (Status s = validate_merge_layers(options.merge_from, n_layers); !s) return s.error();
     std::unique_ptr<KvEvictor> e(new KvEvictor());
     e->options_ = options;
     if (options.active()) {
@@ -261,7 +270,7 @@ void KvEvictor::merge_layers(SequenceLanes& lanes, const BlockTable& table, int3
                 storage.read_head(lower, block, s % bs, kvh, k0.data(), v0.data());
                 storage.read_head(lower + 1, block, s % bs, kvh, k1.data(), v1.data());
                 if (!merge_token_head(k0.data(), v0.data(), k1.data(), v1.data(), k0.size(),
-                                      kMergeT, kMergeMaxDistance)
+                                      kMergeT, options_.merge_max_distance)
                          .merged) {
                     ++retained;
                     continue;
@@ -281,7 +290,7 @@ void KvEvictor::merge_layers(SequenceLanes& lanes, const BlockTable& table, int3
         e.b = static_cast<int32_t>(merged);
         e.c = static_cast<int32_t>(retained);
         e.wide = merged * merge_saving(storage.bytes_per_lane_token(lower));
-        e.value = kMergeMaxDistance;
+        e.value = options_.merge_max_distance;
         e.text = "minicache: layers " + std::to_string(lower) + "+" + std::to_string(lower + 1);
         reporter.emit(std::move(e));
     }

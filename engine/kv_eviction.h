@@ -28,6 +28,7 @@
 #include "base/result.h"
 #include "engine/block_manager.h"
 #include "engine/eviction_policy.h"
+#include "engine/kv_mixing.h"
 #include "engine/kv_quant.h"
 #include "engine/reporter.h"
 
@@ -57,8 +58,10 @@ struct EvictionOptions {
     // --kv-dtype mixed:HI/LO:P% (kv_mixing.h): which kept tokens go to the low tier. The
     // storage's tier is EngineOptions::kv_low.
     std::optional<KvMixed> mixed;
-    // --merge-layers FROM (kv_mixing.h): -1 merges nothing.
+    // --merge-layers FROM (kv_mixing.h): -1 merges nothing; --merge-distance, the angular
+    // distance past which a token stays unmerged.
     int32_t merge_from = -1;
+    double merge_max_distance = kMergeMaxDistance;
 
     // A token-eviction policy is on.
     bool active() const { return policy != "none"; }
@@ -77,6 +80,9 @@ const char* position_mode_name(const EvictionOptions& options);  // "cache" or "
 // The options against each other and the model: a budget below sinks + 1, no budget, an
 // unknown policy, --positions cache with a policy other than streaming. Messages name the flag.
 Status validate_eviction_options(const EvictionOptions& options);
+// --merge-layers FROM against the model: a layer of it (FROM = n_layers - 1 forms no pair and
+// merges nothing); -1 is none.
+Status validate_merge_layers(int32_t from, int32_t n_layers);
 
 struct SequenceLanes {
     int32_t n_layers = 0, n_kv_heads = 0, block_size = 0;
