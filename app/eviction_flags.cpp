@@ -230,6 +230,9 @@ void add_eviction_flags(CLI::App& sub, EvictionFlags& f) {
     sub.add_option("--kv-dtype", f.kv_dtype, kKvDtypeHelp)->capture_default_str();
     sub.add_option("--merge-layers", f.merge_layers, kMergeLayersHelp)
         ->check(CLI::Range(0, 1 << 20));
+    sub.add_option("--merge-distance", f.merge_distance, kMergeDistanceHelp)
+        ->check(CLI::Range(0.0, 1.0))
+        ->capture_default_str();
     sub.add_option("--kv-dtype-layers", f.kv_dtype_layers, kKvDtypeLayersHelp);
     sub.add_option("--positions", f.positions,
                    "Where RoPE puts the kept tokens: cache (their places in the cache, as "
