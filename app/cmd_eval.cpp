@@ -13,6 +13,7 @@
 #include "app/data_paths.h"
 #include "app/eviction_flags.h"
 #include "app/matmul_flag.h"
+#include "app/number_flag.h"
 #include "app/progress_line.h"
 #include "app/text_file.h"
 #include "base/terminal_text.h"
@@ -435,7 +436,7 @@ Command register_eval(CLI::App& cli) {
                     "More rows: the full cache in the first --kv-dtype with layers merged from "
                     "each FROM, comma separated (MiniCache; see generate --help)");
     sub->add_option("--merge-distance", o->merge_distance, kMergeDistanceHelp)
-        ->check(CLI::Range(0.0, 1.0))
+        ->check(finite_number(0, 1))
         ->capture_default_str();
     sub->add_option("--kv-dtype-layers", o->dtype_layers,
                     "One more setting: a KV dtype per layer range, e.g. 0-1:int8,2-5:int2 "

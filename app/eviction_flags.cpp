@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "app/number_flag.h"
 #include "base/terminal_text.h"
 
 namespace kvscope::app {
@@ -231,7 +232,7 @@ void add_eviction_flags(CLI::App& sub, EvictionFlags& f) {
     sub.add_option("--merge-layers", f.merge_layers, kMergeLayersHelp)
         ->check(CLI::Range(0, 1 << 20));
     sub.add_option("--merge-distance", f.merge_distance, kMergeDistanceHelp)
-        ->check(CLI::Range(0.0, 1.0))
+        ->check(finite_number(0, 1))
         ->capture_default_str();
     sub.add_option("--kv-dtype-layers", f.kv_dtype_layers, kKvDtypeLayersHelp);
     sub.add_option("--positions", f.positions,
