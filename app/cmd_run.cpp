@@ -77,11 +77,10 @@ std::string run_progress(const Scheduler& scheduler, int64_t requests, const Pro
 }
 
 int run_serving(const RunOptions& o) {
-    if (auto e = o.serving.eviction.options(); !e) return usage_error(e.error().message);
-    if (o.serving.eviction.policy != "none" && o.serving.allocator == "contiguous")
-        return usage_error("--policy " + o.serving.eviction.policy +
-                           " needs the paged allocator: a contiguous reservation has no blocks "
-                           "to give back");
+    auto storing = o.serving.eviction.options();
+    if (!storing) return usage_error(storing.error().message);
+    if (storing->stores_less() && o.serving.allocator == "contiguous")
+        return usage_error(o.serving.eviction.needs_paged_allocator());
     if (!o.record.empty() && o.record == o.summary_json)
         return fail("--record and --summary-json name the same file, " + o.record);
     for (const std::string& out : {o.record, o.summary_json})

@@ -146,6 +146,15 @@ Result<EvictionOptions> EvictionFlags::options() const {
     return o;
 }
 
+std::string EvictionFlags::needs_paged_allocator() const {
+    const std::string what = policy != "none"    ? "--policy " + policy
+                             : merge_layers >= 0 ? std::string("--merge-layers")
+                                                 : "--kv-dtype " + kv_dtype;
+    return what +
+           " needs the paged allocator: a contiguous reservation has no blocks to give "
+           "back, nor lanes to keep";
+}
+
 nlohmann::json EvictionFlags::to_json() const {
     return nlohmann::json{
         {"policy", policy},

@@ -51,6 +51,9 @@ struct EvictionFlags {
     // Null for --policy none; else the evictor, or a message naming the flag that is wrong.
     Result<std::shared_ptr<const KvEvictor>> evictor(int32_t n_layers) const;
     Result<EvictionOptions> options() const;
+    // Why these flags cannot run on the contiguous allocator (they all act on a sequence's
+    // lanes, kept with its paged blocks), naming the flag that asks for them.
+    std::string needs_paged_allocator() const;
     // The flags as a JSON object, recorded with sessions (with the serving flags, the
     // window's workload...).
     nlohmann::json to_json() const;
