@@ -214,13 +214,13 @@ int64_t KvEvictor::after_step(SequenceLanes& lanes, BlockTable& table, int32_t c
                               KvBlockStore& storage, const Reporter& reporter) const {
     const int64_t evicted =
         policy_ ? evict(lanes, table, computed, prompt_len, owner, blocks, storage, reporter) : 0;
-    if (options_.mixed) lower_precision(lanes, table, computed, owner, storage, reporter);
-    if (options_.merge_from >= 0) merge_layers(lanes, table, owner, storage, reporter);
+    if (options_.mixed) lower_precision(lanes, table, computed, owner, blocks, storage, reporter);
+    if (options_.merge_from >= 0) merge_layers(lanes, table, owner, blocks, storage, reporter);
     return evicted;
 }
 
 void KvEvictor::lower_precision(SequenceLanes& lanes, const BlockTable& table, int32_t computed,
-                                int32_t owner, KvBlockStore& storage,
+                                int32_t owner, const BlockManager& blocks, KvBlockStore& storage,
                                 const Reporter& reporter) const {
     // When a prefill ends (the first step) and then once every block of tokens.
     if (computed < lanes.next_precision_at) return;
@@ -237,6 +237,9 @@ void KvEvictor::lower_precision(SequenceLanes& lanes, const BlockTable& table, i
                                  choices);
             for (const PrecisionChoice& c : choices) {
                 const BlockId block = table.blocks[static_cast<size_t>(c.slot / bs)];
+                // A block shared with another sequence (parallel samples) is theirs too: its
+                // tokens stay as they are.
+                if (blocks.pool().refcount(block) != 1) continue;
                 storage.store_low(layer, block, c.slot % bs, kvh);
                 lane.low[static_cast<size_t>(c.slot)] = 1.0f;
                 if (!reporter.on()) continue;
@@ -256,7 +259,8 @@ void KvEvictor::lower_precision(SequenceLanes& lanes, const BlockTable& table, i
 }
 
 void KvEvictor::merge_layers(SequenceLanes& lanes, const BlockTable& table, int32_t owner,
-                             KvBlockStore& storage, const Reporter& reporter) const {
+                             const BlockManager& blocks, KvBlockStore& storage,
+                             const Reporter& reporter) const {
     const int32_t first = lanes.merged_through, end = lanes.slots, bs = lanes.block_size;
     if (first >= end) return;
     lanes.merged_through = end;
@@ -266,6 +270,7 @@ void KvEvictor::merge_layers(SequenceLanes& lanes, const BlockTable& table, int3
         int64_t merged = 0, retained = 0;
         for (int32_t s = first; s < end; ++s) {
             const BlockId block = table.blocks[static_cast<size_t>(s / bs)];
+            if (blocks.pool().refcount(block) != 1) continue;  // shared: not ours to rewrite
             for (int32_t kvh = 0; kvh < lanes.n_kv_heads; ++kvh) {
                 storage.read_head(lower, block, s % bs, kvh, k0.data(), v0.data());
                 storage.read_head(lower + 1, block, s % bs, kvh, k1.data(), v1.data());

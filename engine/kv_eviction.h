@@ -168,10 +168,13 @@ class KvEvictor {
     int64_t evict(SequenceLanes& lanes, BlockTable& table, int32_t computed, int32_t prompt_len,
                   int32_t owner, BlockManager& blocks, KvBlockStore& storage,
                   const Reporter& reporter) const;
+    // Tokens in blocks shared with another sequence (parallel samples) are left as they are.
     void lower_precision(SequenceLanes& lanes, const BlockTable& table, int32_t computed,
-                         int32_t owner, KvBlockStore& storage, const Reporter& reporter) const;
+                         int32_t owner, const BlockManager& blocks, KvBlockStore& storage,
+                         const Reporter& reporter) const;
     void merge_layers(SequenceLanes& lanes, const BlockTable& table, int32_t owner,
-                      KvBlockStore& storage, const Reporter& reporter) const;
+                      const BlockManager& blocks, KvBlockStore& storage,
+                      const Reporter& reporter) const;
     void compact(SequenceLanes& lanes, BlockTable& table, int32_t owner, BlockManager& blocks,
                  KvBlockStore& storage, const Reporter& reporter) const;
     EvictionOptions options_;
