@@ -11,7 +11,8 @@
 // the ceil(P% of the kept tokens) with the highest normalized attention stay in HI; the others go
 // to LO. Decided when a prefill ends and then every block of tokens (block_size, 16 by default),
 // each move a token_precision event. A token that went to LO stays there: its HI bits are gone,
-// and storing LO's values in HI again would cost HI's bytes for LO's precision.
+// and storing LO's values in HI again would cost HI's bytes for LO's precision. So a token in LO
+// that ranks among the top P% later holds its place there, and at most P% are in HI.
 //
 // Cross-layer merging (MiniCache, Liu et al. 2024; --merge-layers FROM). From layer FROM on,
 // pairs of adjacent layers (FROM, FROM+1), (FROM+2, FROM+3)... share one direction per token and
