@@ -13,6 +13,7 @@
 #include "app/data_paths.h"
 #include "app/eviction_flags.h"
 #include "app/matmul_flag.h"
+#include "app/number_flag.h"
 #include "app/progress_line.h"
 #include "app/text_file.h"
 #include "base/terminal_text.h"
@@ -31,6 +32,8 @@ struct EvalOptions {
     std::string budgets = "50%";
     std::string dtypes = "f32";
     std::string dtype_layers;  // --kv-dtype-layers: one more row setting per policy and budget
+    std::string merges;        // --merge-layers: FROM values, comma separated, a row each
+    double merge_distance = kMergeMaxDistance;
     int32_t sinks = 4;
     int32_t window = -1;
     std::string window_aggregate = "max";
@@ -70,10 +73,14 @@ struct Row {
     StreamResult stream;
     std::string dtype_layers;        // --kv-dtype-layers; empty: every layer `dtype`
     bool names_every_layer = false;  // the schedule leaves no layer to `dtype`
-    // "f32", "0-1:int8,2-5:int2", "0-1:int8,others:f32": the KV dtype column
+    // "f32", "0-1:int8,2-5:int2", "0-1:int8,others:f32", "mixed:int8/int2:20%",
+    // "f32,merge:3": the KV dtype column
     std::string dtype_label() const {
-        if (dtype_layers.empty()) return dtype;
-        return names_every_layer ? dtype_layers : dtype_layers + ",others:" + dtype;
+        std::string l = dtype;
+        if (!dtype_layers.empty())
+            l = names_every_layer ? dtype_layers : dtype_layers + ",others:" + dtype;
+        if (eviction.merge_from >= 0) l += ",merge:" + std::to_string(eviction.merge_from);
+        return l;
     }
     // The setting, as both --json outputs begin each row.
     nlohmann::json setting_json() const {
@@ -81,6 +88,7 @@ struct Row {
                 {"kv_budget", budget},
                 {"kv_dtype", dtype},
                 {"kv_dtype_layers", dtype_layers},
+                {"merge_layers", eviction.merge_from},
                 {"positions", position_mode_name(eviction)}};
     }
     // "none full f32", "streaming 256 f32 cache": the setting in a table's header
@@ -141,6 +149,18 @@ Result<std::vector<Row>> plan_rows(const EvalOptions& o) {
     auto budgets = split_list("--kv-budget", o.budgets);
     for (const auto* list : {&dtypes, &policies, &budgets})
         if (!*list) return list->error();
+    // Each --merge-layers FROM: one more row, the full cache in the first --kv-dtype, merged.
+    std::vector<int32_t> merges;
+    if (!o.merges.empty()) {
+        auto items = split_list("--merge-layers", o.merges);
+        if (!items) return items.error();
+        for (const std::string& item : *items) {
+            if (item.size() > 6 || item.find_first_not_of("0123456789") != std::string::npos)
+                return Error{"--merge-layers " + quote_for_message(item) +
+                             " must be a layer number, from 0"};
+            merges.push_back(std::stoi(item));
+        }
+    }
     auto positions = plan_positions(o, *policies);
     if (!positions) return positions.error();
     // Each --kv-dtype for every layer, then the schedule over the first one's.
@@ -149,8 +169,9 @@ Result<std::vector<Row>> plan_rows(const EvalOptions& o) {
         storings.emplace_back(dtype, "");
     if (!o.dtype_layers.empty()) storings.emplace_back(dtypes->front(), o.dtype_layers);
     for (const auto& [dtype, layers] : storings) {
-        auto parsed = parse_kv_dtype(dtype);
-        if (!parsed) return Error{"--kv-dtype: " + parsed.error().message};
+        std::optional<KvMixed> mixed;
+        auto parsed = parse_kv_dtype_flag(dtype, !layers.empty(), mixed);
+        if (!parsed) return parsed.error();
         std::vector<KvDtypeRange> ranges;
         if (!layers.empty()) {
             auto r = parse_kv_dtype_layers_flag(layers);
@@ -166,8 +187,10 @@ Result<std::vector<Row>> plan_rows(const EvalOptions& o) {
                     "no prompt for --policy snapkv to compress (give streaming, h2o, "
                     "tova or knorm)"};
             if (policy == "none") {  // the full cache; in f32 it is the first row already
-                if (dtype != "f32" || !layers.empty())
+                if (dtype != "f32" || !layers.empty()) {
                     rows.push_back(make_row("none", "full", dtype, layers));
+                    rows.back().eviction.mixed = mixed;
+                }
                 continue;
             }
             // Only streaming's rows differ by --positions; the others keep absolute positions.
@@ -183,6 +206,7 @@ Result<std::vector<Row>> plan_rows(const EvalOptions& o) {
                     r.eviction.window_aggregate = *aggregate;
                     r.eviction.compact = *compact;
                     r.eviction.positions = mode;
+                    r.eviction.mixed = mixed;
                     r.eviction.layer_budget =
                         o.layer_budget == "pyramid" ? LayerBudget::kPyramid : LayerBudget::kUniform;
                     if (Status s = parse_kv_budget(budget, r.eviction); !s) return s.error();
@@ -190,6 +214,16 @@ Result<std::vector<Row>> plan_rows(const EvalOptions& o) {
                     rows.push_back(std::move(r));
                 }
         }
+    }
+    for (int32_t from : merges) {
+        std::optional<KvMixed> mixed;
+        auto first = parse_kv_dtype_flag(dtypes->front(), false, mixed);
+        if (!first) return first.error();
+        if (Status s = check_merge_layers(from, {*first}, mixed.has_value()); !s) return s.error();
+        rows.push_back(make_row("none", "full", dtypes->front(), ""));
+        rows.back().eviction.merge_from = from;
+        rows.back().eviction.merge_max_distance = o.merge_distance;
+        if (Status s = validate_eviction_options(rows.back().eviction); !s) return s.error();
     }
     return rows;
 }
@@ -322,15 +356,20 @@ int run_eval(EvalOptions o) {
             named += r.last - r.first + 1;
         row.names_every_layer = named == model->config.n_layers;
     }
+    for (const Row& row : *rows)
+        if (Status s = validate_merge_layers(row.eviction.merge_from, model->config.n_layers); !s)
+            return usage_error(s.error().message);
     ProgressLine progress;
     for (size_t i = 0; i < rows->size(); ++i) {
         Row& row = (*rows)[i];
-        eo.kv_dtype = *parse_kv_dtype(row.dtype);
+        std::optional<KvMixed> mixed;
+        eo.kv_dtype = *parse_kv_dtype_flag(row.dtype, false, mixed);  // checked by plan_rows
+        eo.kv_low = mixed ? std::optional<KvDtype>(mixed->lo) : std::nullopt;
         eo.kv_dtype_layers = layer_dtypes[i];
         auto engine = Engine::create(model, eo);
         if (!engine) return fail(engine.error().message);
         std::unique_ptr<KvEvictor> evictor;
-        if (row.eviction.active()) {
+        if (row.eviction.stores_less()) {
             auto e = KvEvictor::create(row.eviction, model->config.n_layers);
             if (!e) return usage_error(e.error().message);
             evictor = std::move(e).value();
@@ -389,7 +428,16 @@ Command register_eval(CLI::App& cli) {
         ->capture_default_str();
     sub->add_option("--kv-budget", o->budgets, "Budgets, comma separated: N tokens or P%")
         ->capture_default_str();
-    sub->add_option("--kv-dtype", o->dtypes, "KV dtypes, comma separated")->capture_default_str();
+    sub->add_option("--kv-dtype", o->dtypes,
+                    "KV dtypes, comma separated, each a row: f32 | f16 | int8 | int4 | int2 | "
+                    "mixed:HI/LO:P% (ZipCache, e.g. mixed:int8/int2:20%)")
+        ->capture_default_str();
+    sub->add_option("--merge-layers", o->merges,
+                    "More rows: the full cache in the first --kv-dtype with layers merged from "
+                    "each FROM, comma separated (MiniCache; see generate --help)");
+    sub->add_option("--merge-distance", o->merge_distance, kMergeDistanceHelp)
+        ->check(finite_number(0, 1))
+        ->capture_default_str();
     sub->add_option("--kv-dtype-layers", o->dtype_layers,
                     "One more setting: a KV dtype per layer range, e.g. 0-1:int8,2-5:int2 "
                     "(layers not named take the first --kv-dtype)");

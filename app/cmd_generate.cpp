@@ -59,6 +59,9 @@ int run_generate(const GenerateOptions& o) {
     auto layer_dtypes = o.eviction.layer_dtypes(model->config.n_layers);
     if (!layer_dtypes) return usage_error(layer_dtypes.error().message);
     eo.kv_dtype_layers = std::move(layer_dtypes).value();
+    eo.kv_low = o.eviction.kv_low();
+    if (Status s = validate_merge_layers(o.eviction.merge_layers, model->config.n_layers); !s)
+        return usage_error(s.error().message);
     eo.backend = backend_factory(o.backend, !o.record.empty());
     auto engine = Engine::create(model, eo);
     if (!engine) return fail(engine.error().message);
@@ -115,7 +118,7 @@ int run_generate(const GenerateOptions& o) {
                  (*engine)->options().threads, o.block_size, s.prompt_tokens,
                  s.prefill_seconds * 1e3, s.generated_tokens,
                  s.stopped_by_eos ? " (stopped at end token)" : "", decode_tps);
-    if (req.evictor)
+    if (req.evictor && req.evictor->options().active())
         std::fprintf(stderr, "kvscope: %s evicted %lld tokens over every layer and KV head\n",
                      o.eviction.policy.c_str(), static_cast<long long>(s.tokens_evicted));
     return 0;

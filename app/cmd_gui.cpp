@@ -58,6 +58,9 @@ int run_gui(GuiOptions& o) {
     // A layer range past the model's is a wrong flag like the others: refused before the window.
     if (auto l = o.serving.eviction.layer_dtypes(model->config.n_layers); !l)
         return usage_error(l.error().message);
+    if (Status m = validate_merge_layers(o.serving.eviction.merge_layers, model->config.n_layers);
+        !m)
+        return usage_error(m.error().message);
     std::vector<Request> requests;
     std::string name = "demo (24 chat requests)";
     if (!o.workload.empty()) {
@@ -90,6 +93,8 @@ int run_gui(GuiOptions& o) {
     s.compact = !o.serving.eviction.no_compact;
     s.kv_dtype = o.serving.eviction.kv_dtype;
     s.kv_dtype_layers = o.serving.eviction.kv_dtype_layers;
+    s.merge_layers = o.serving.eviction.merge_layers;
+    s.merge_distance = o.serving.eviction.merge_distance;
     s.record = o.record;
     s.record_path = o.record_path;
     s.record_force = o.window.force;

@@ -77,11 +77,10 @@ std::string run_progress(const Scheduler& scheduler, int64_t requests, const Pro
 }
 
 int run_serving(const RunOptions& o) {
-    if (auto e = o.serving.eviction.options(); !e) return usage_error(e.error().message);
-    if (o.serving.eviction.policy != "none" && o.serving.allocator == "contiguous")
-        return usage_error("--policy " + o.serving.eviction.policy +
-                           " needs the paged allocator: a contiguous reservation has no blocks "
-                           "to give back");
+    auto storing = o.serving.eviction.options();
+    if (!storing) return usage_error(storing.error().message);
+    if (storing->stores_less() && o.serving.allocator == "contiguous")
+        return usage_error(o.serving.eviction.needs_paged_allocator());
     if (!o.record.empty() && o.record == o.summary_json)
         return fail("--record and --summary-json name the same file, " + o.record);
     for (const std::string& out : {o.record, o.summary_json})
@@ -96,6 +95,9 @@ int run_serving(const RunOptions& o) {
     auto layer_dtypes = o.serving.eviction.layer_dtypes(model->config.n_layers);
     if (!layer_dtypes) return usage_error(layer_dtypes.error().message);
     eo.kv_dtype_layers = std::move(layer_dtypes).value();
+    if (Status s = validate_merge_layers(o.serving.eviction.merge_layers, model->config.n_layers);
+        !s)
+        return usage_error(s.error().message);
     eo.backend = backend_factory(o.backend, !o.record.empty());
     auto engine = Engine::create(model, eo);
     if (!engine) return fail(engine.error().message);

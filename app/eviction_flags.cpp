@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "app/number_flag.h"
 #include "base/terminal_text.h"
 
 namespace kvscope::app {
@@ -20,6 +21,19 @@ const char* const kNoCompactHelp =
 const char* const kKvDtypeLayersHelp =
     "A KV dtype per layer range, e.g. 0-1:int8,2-5:int2 (MiniKV: early layers more bits); "
     "layers not named keep --kv-dtype";
+const char* const kKvDtypeHelp =
+    "How K and V are stored: f32 | f16 | int8 (per token and head) | int4 or int2 (KIVI: keys "
+    "per channel, values per token) | mixed:HI/LO:P% (ZipCache: in each layer and KV head the "
+    "P% of tokens with the highest normalized attention stay in HI, the rest go to LO, decided "
+    "every block of tokens; HI f32, f16 or int8, e.g. mixed:int8/int2:20%)";
+const char* const kMergeLayersHelp =
+    "MiniCache: from layer FROM on, adjacent layer pairs (FROM, FROM+1), (FROM+2, FROM+3)... "
+    "share one SLERP direction (t = 0.6) per token and KV head, each layer keeping its norm; "
+    "tokens whose directions are further apart than --merge-distance stay unmerged. f32, f16 or "
+    "int8, no --policy";
+const char* const kMergeDistanceHelp =
+    "--merge-layers: the angular distance (arccos of the cosine over pi: 0 the same direction, "
+    "0.5 orthogonal, 1 opposite) past which a token's K or V keeps its layers apart";
 const char* const kCompactHelp =
     "Close a policy's holes after each step: the default now, accepted so that scripts keep "
     "working";
@@ -42,6 +56,37 @@ Result<bool> compaction_for(bool compact, bool no_compact, const std::vector<KvD
     return !no_compact && grouped == dtypes.end();
 }
 
+Result<KvDtype> parse_kv_dtype_flag(const std::string& text, bool with_layers,
+                                    std::optional<KvMixed>& mixed) {
+    mixed.reset();
+    if (!is_kv_mixed(text)) {
+        auto d = parse_kv_dtype(text);
+        if (!d) return Error{"--kv-dtype: " + d.error().message};
+        return d;
+    }
+    auto m = parse_kv_mixed(text);
+    if (!m) return Error{"--kv-dtype " + m.error().message};
+    if (with_layers)
+        return Error{"--kv-dtype " + quote_for_message(text) +
+                     " cannot go with --kv-dtype-layers: mixed precision chooses per token, a "
+                     "schedule per layer (give one of them)"};
+    mixed = *m;
+    return m->hi;
+}
+
+Status check_merge_layers(int32_t from, const std::vector<KvDtype>& dtypes, bool mixed) {
+    if (from < 0) return {};
+    if (mixed)
+        return Error{
+            "--merge-layers cannot go with --kv-dtype mixed: a merged token's direction "
+            "is stored once for two layers, in one precision"};
+    for (KvDtype d : dtypes)
+        if (kv_keys_grouped_per_block(d))
+            return Error{std::string("--merge-layers cannot rewrite ") + kv_dtype_name(d) +
+                         " keys: they are quantized together per block (give f32, f16 or int8)"};
+    return {};
+}
+
 Result<std::vector<KvDtypeRange>> parse_kv_dtype_layers_flag(const std::string& text) {
     auto ranges = parse_kv_dtype_layers(text);
     if (!ranges) return Error{"--kv-dtype-layers: " + ranges.error().message};
@@ -61,7 +106,7 @@ Result<std::vector<KvDtypeRange>> EvictionFlags::dtype_ranges() const {
 }
 
 bool EvictionFlags::compacts() const {
-    auto d = parse_kv_dtype(kv_dtype);
+    auto d = dtype();
     auto ranges = dtype_ranges();
     if (!d || !ranges) return false;
     auto c = compaction_for(false, no_compact, dtypes_in(*d, *ranges));
@@ -94,7 +139,20 @@ Result<EvictionOptions> EvictionFlags::options() const {
     auto d = dtype();
     if (!d) return d.error();
     o.compact = compacts();
+    o.mixed = *mixed();  // checked by dtype()
+    o.merge_from = merge_layers;
+    o.merge_max_distance = merge_distance;
+    if (Status s = validate_eviction_options(o); !s) return s.error();
     return o;
+}
+
+std::string EvictionFlags::needs_paged_allocator() const {
+    const std::string what = policy != "none"    ? "--policy " + policy
+                             : merge_layers >= 0 ? std::string("--merge-layers")
+                                                 : "--kv-dtype " + kv_dtype;
+    return what +
+           " needs the paged allocator: a contiguous reservation has no blocks to give "
+           "back, nor lanes to keep";
 }
 
 nlohmann::json EvictionFlags::to_json() const {
@@ -110,16 +168,34 @@ nlohmann::json EvictionFlags::to_json() const {
         {"positions",
          positions.empty() ? (policy == "streaming" ? "cache" : "absolute") : positions},
         {"kv_dtype", kv_dtype},
-        {"kv_dtype_layers", kv_dtype_layers}};
+        {"kv_dtype_layers", kv_dtype_layers},
+        {"merge_layers", merge_layers},
+        {"merge_distance", merge_distance}};
 }
 
 Result<KvDtype> EvictionFlags::dtype() const {
-    auto d = parse_kv_dtype(kv_dtype);
+    std::optional<KvMixed> m;
+    auto d = parse_kv_dtype_flag(kv_dtype, !kv_dtype_layers.empty(), m);
     if (!d) return d.error();
     auto ranges = dtype_ranges();
     if (!ranges) return ranges.error();
-    if (auto c = compaction_for(compact, no_compact, dtypes_in(*d, *ranges)); !c) return c.error();
+    const std::vector<KvDtype> dtypes = dtypes_in(*d, *ranges);
+    if (auto c = compaction_for(compact, no_compact, dtypes); !c) return c.error();
+    if (Status s = check_merge_layers(merge_layers, dtypes, m.has_value()); !s) return s.error();
     return d;
+}
+
+Result<std::optional<KvMixed>> EvictionFlags::mixed() const {
+    std::optional<KvMixed> m;
+    auto d = parse_kv_dtype_flag(kv_dtype, !kv_dtype_layers.empty(), m);
+    if (!d) return d.error();
+    return m;
+}
+
+std::optional<KvDtype> EvictionFlags::kv_low() const {
+    auto m = mixed();
+    if (!m || !*m) return std::nullopt;
+    return (*m)->lo;
 }
 
 Result<std::vector<KvDtype>> EvictionFlags::layer_dtypes(int32_t n_layers) const {
@@ -134,7 +210,7 @@ Result<std::vector<KvDtype>> EvictionFlags::layer_dtypes(int32_t n_layers) const
 Result<std::shared_ptr<const KvEvictor>> EvictionFlags::evictor(int32_t n_layers) const {
     auto o = options();
     if (!o) return o.error();
-    if (!o->active()) return std::shared_ptr<const KvEvictor>();
+    if (!o->stores_less()) return std::shared_ptr<const KvEvictor>();
     auto e = KvEvictor::create(*o, n_layers);
     if (!e) return e.error();
     return std::shared_ptr<const KvEvictor>(std::move(e).value());
@@ -161,10 +237,11 @@ void add_eviction_flags(CLI::App& sub, EvictionFlags& f) {
                    "uniform, or pyramid (lower layers keep more; the same total)")
         ->check(CLI::IsMember({"uniform", "pyramid"}))
         ->capture_default_str();
-    sub.add_option("--kv-dtype", f.kv_dtype,
-                   "How K and V are stored: f32 | f16 | int8 (per token and head) | int4 or int2 "
-                   "(KIVI: keys per channel, values per token)")
-        ->check(CLI::IsMember({"f32", "f16", "int8", "int4", "int2"}))
+    sub.add_option("--kv-dtype", f.kv_dtype, kKvDtypeHelp)->capture_default_str();
+    sub.add_option("--merge-layers", f.merge_layers, kMergeLayersHelp)
+        ->check(CLI::Range(0, 1 << 20));
+    sub.add_option("--merge-distance", f.merge_distance, kMergeDistanceHelp)
+        ->check(finite_number(0, 1))
         ->capture_default_str();
     sub.add_option("--kv-dtype-layers", f.kv_dtype_layers, kKvDtypeLayersHelp);
     sub.add_option("--positions", f.positions,

@@ -27,6 +27,8 @@ EvictionFlags eviction_flags(const LiveSettings& s) {
     if (s.policy == "streaming") f.positions = s.positions;
     f.kv_dtype = s.kv_dtype;
     f.kv_dtype_layers = s.kv_dtype_layers;
+    f.merge_layers = s.merge_layers;
+    f.merge_distance = s.merge_distance;
     return f;
 }
 
@@ -65,6 +67,9 @@ Status LiveController::start() {
     auto layer_dtypes = storing.layer_dtypes(model_->config.n_layers);
     if (!layer_dtypes) return layer_dtypes.error();
     eo.kv_dtype_layers = std::move(layer_dtypes).value();
+    eo.kv_low = storing.kv_low();
+    if (Status s = validate_merge_layers(storing.merge_layers, model_->config.n_layers); !s)
+        return s.error();
     auto engine = Engine::create(model_, eo);
     if (!engine) return engine.error();
     engine_ = std::move(engine).value();

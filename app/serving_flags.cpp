@@ -15,6 +15,7 @@ EngineOptions ServingFlags::engine_options() const {
     e.threads = threads;
     e.matmul = matmul;
     if (auto d = eviction.dtype(); d) e.kv_dtype = *d;  // checked with the other flags first
+    e.kv_low = eviction.kv_low();
     return e;
 }
 
@@ -33,9 +34,7 @@ Result<ServingOptions> ServingFlags::serving_options(const ModelConfig& config) 
     if (!evictor) return evictor.error();
     s.evictor = std::move(evictor).value();
     if (s.evictor && s.allocator == Allocator::kContiguous)
-        return Error{"--policy " + eviction.policy +
-                     " needs the paged allocator: a contiguous reservation has no blocks to give "
-                     "back"};
+        return Error{eviction.needs_paged_allocator()};
     return s;
 }
 

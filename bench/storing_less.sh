@@ -2,7 +2,8 @@
 # Storing less (issue 14), on the bundled model:
 #  1. quality: `kvscope eval` on held-out text, every policy at 25% and 50% budgets (compacted,
 #     the default, and with --no-compact), the pyramid layer budget, and the f16 / int8 / int4 /
-#     int2 KV dtypes and a dtype per layer (DTYPE_CHUNKS=16: the first 16 chunks only);
+#     int2 KV dtypes and a dtype per layer (DTYPE_CHUNKS=16: the first 16 chunks only), mixed
+#     precision by importance and merged layers (issue 31, parts 4 and 5);
 #  2. speed: decode tokens/s of a 2 000-token generation with each policy at 50% and with int8,
 #     against none/f32, all settings alternated in one run (medians of ROUNDS).
 #  3. past the context (issue 31): `eval --stream` over 8 192 held-out tokens (16x the trained
@@ -55,6 +56,12 @@ if [[ $what == quality || $what == all ]]; then
   echo "== 1e. morphkv with its window's attention summed instead of its maximum =="
   "$kvscope" eval --model "$model" --text "$heldout" --policy morphkv --kv-budget 25%,50% \
     --window-aggregate sum --threads "$threads"
+  echo "== 1f. precision by importance (ZipCache: int8 for the top 20% / 50% by normalized attention, int2 for the rest) and merged layers (MiniCache) at the default distance =="
+  "$kvscope" eval --model "$model" --text "$heldout" \
+    --kv-dtype f32,mixed:int8/int2:20%,mixed:int8/int2:50% --merge-layers 0,2 --threads "$threads"
+  echo "== 1g. merged layers forced to distance 0.5 (90 degrees) =="
+  "$kvscope" eval --model "$model" --text "$heldout" --merge-layers 0,2 --merge-distance 0.5 \
+    --threads "$threads"
 fi
 
 if [[ $what == stream || $what == all ]]; then

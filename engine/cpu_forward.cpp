@@ -426,7 +426,7 @@ void CpuForward::attention(const ForwardBatch& batch, int layer) {
         static_cast<int64_t>(n) * c.n_kv_heads, cost, [&](int64_t begin, int64_t end) {
             std::vector<float> scores(static_cast<size_t>(group) * static_cast<size_t>(max_keys));
             // Quantized caches: one block of one KV head, dequantized ([slot][head_dim]).
-            const bool in_place = kv_.dtype(layer) == KvDtype::kF32;
+            const bool in_place = kv_.reads_in_place(layer);
             std::vector<float> kbuf, vbuf;
             if (!in_place) {
                 kbuf.resize(static_cast<size_t>(bs) * static_cast<size_t>(hd));

@@ -41,6 +41,9 @@ Status validate_engine_options(const ModelConfig& config, const EngineOptions& o
     else if (!o.kv_dtype_layers.empty() && o.backend)
         msg << "--kv-dtype-layers: this backend stores every layer in one dtype; give "
                "--kv-dtype alone, or --backend cpu";
+    else if (o.kv_low && o.backend)
+        msg << "--kv-dtype mixed: this backend stores every token in one dtype; give one dtype, "
+               "or --backend cpu";
     std::string s = msg.str();
     if (!s.empty()) return Error{s};
     // A pool asked for by size must fit the machine: it may all be filled. The default one, the
@@ -48,7 +51,7 @@ Status validate_engine_options(const ModelConfig& config, const EngineOptions& o
     // checks what one generation needs.
     if (o.num_blocks > 0) {
         const uint64_t bytes =
-            KvCacheStorage(config, o.block_size, 0, o.kv_dtype, o.kv_dtype_layers)
+            KvCacheStorage(config, o.block_size, 0, o.kv_dtype, o.kv_dtype_layers, o.kv_low)
                 .bytes_per_block() *
             static_cast<uint64_t>(o.num_blocks);
         return check_fits_in_memory(bytes,
@@ -79,7 +82,7 @@ Engine::Engine(std::shared_ptr<const LoadedModel> model, const EngineOptions& op
       pool_(options_.threads),
       // Another backend keeps the blocks in its own memory: this one only knows their sizes.
       kv_(model_->config, options_.block_size, options_.backend ? 0 : options_.num_blocks,
-          options_.kv_dtype, options_.kv_dtype_layers),
+          options_.kv_dtype, options_.kv_dtype_layers, options_.kv_low),
       forward_(make_backend(started)),
       blocks_(options_.num_blocks, options_.block_size, forward_ ? &forward_->kv_blocks() : nullptr,
               &reporter_) {}

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "base/result.h"
@@ -27,6 +28,9 @@ struct EngineOptions {
     // One dtype per layer (--kv-dtype-layers, kv_dtypes_per_layer()), or empty: kv_dtype for
     // every layer. The CPU backend only.
     std::vector<KvDtype> kv_dtype_layers;
+    // --kv-dtype mixed:HI/LO:P%: the low tier LO (kv_dtype is HI); the KvEvictor decides which
+    // tokens go down (kv_eviction.h). The CPU backend only.
+    std::optional<KvDtype> kv_low;
     MatmulMode matmul = MatmulMode::kExact;  // how projections multiply (cpu_matmul.h)
     // Null: the CPU backend (cpu_forward.h). Otherwise it makes the backend that runs the model
     // and holds the cache's blocks (the CUDA one: engine_cuda/cuda_forward.h).

@@ -13,10 +13,6 @@ int32_t LaneStats::valid() const {
         std::count_if(position.begin(), position.end(), [](int32_t p) { return p >= 0; }));
 }
 
-namespace {
-
-// The valid slots, oldest position first (compaction may have moved a newer token into an
-// older slot, so slot order is not always position order).
 std::vector<int32_t> valid_slots(const LaneStats& lane, const EvictionParams& p) {
     std::vector<int32_t> out;
     const auto slots = static_cast<int32_t>(lane.position.size());
@@ -37,6 +33,8 @@ std::vector<int32_t> valid_slots(const LaneStats& lane, const EvictionParams& p)
     });
     return out;
 }
+
+namespace {
 
 float at(const std::vector<float>& v, int32_t slot) {
     return static_cast<size_t>(slot) < v.size() ? v[static_cast<size_t>(slot)] : 0.0f;

@@ -39,6 +39,10 @@ struct LaneStats {
     std::vector<float> current;      // attention of the newest query, averaged over heads (tova)
     std::vector<float> observed;  // attention of the observation window's queries, summed (snapkv)
     std::vector<float> key_norm;  // L2 norm of the key (knorm)
+    // Not statistics but what a kept token is stored as, indexed and moved like them: 1 where the
+    // token is in the low tier (--kv-dtype mixed), 1 where it is merged with the other layer
+    // of its pair (--merge-layers); kv_mixing.h.
+    std::vector<float> low, merged;
     // morphkv: the attention each slot received from each of the last R queries, summed over
     // the query heads that share this KV head. A ring: the query at position p fills row p % R,
     // and window_query[row] is that position (-1: no query yet). Rows, not running aggregates,
@@ -51,7 +55,7 @@ struct LaneStats {
     // they are (cleared on eviction, moved and cut by compaction).
     template <class Visit>
     void for_each_slot_statistic(Visit&& visit) {
-        for (std::vector<float>* v : {&accumulated, &current, &observed, &key_norm})
+        for (std::vector<float>* v : {&accumulated, &current, &observed, &key_norm, &low, &merged})
             visit(*v);
         for (std::vector<float>& row : window_rows)
             visit(row);
@@ -80,6 +84,11 @@ struct EvictionParams {
     bool max_pool = true;      // snapkv: max pooling (else average)
     WindowAggregate window_aggregate = WindowAggregate::kMax;  // morphkv
 };
+
+// The lane's kept slots, oldest position first (compaction may have moved a newer token into an
+// older slot, so slot order is not always position order); only the held blocks' slots are
+// visited. Shared by the policies and the precision choice (kv_mixing.h).
+std::vector<int32_t> valid_slots(const LaneStats& lane, const EvictionParams& params);
 
 struct EvictionChoice {
     int32_t slot = 0;

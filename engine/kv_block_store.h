@@ -24,6 +24,15 @@ class KvBlockStore {
     // Compaction: one KV head's token moves to another slot.
     virtual void move_lane(int layer, int kv_head, BlockId from, int from_slot, BlockId to,
                            int to_slot) = 0;
+    // One KV head's token at a slot, read dequantized and written in the layer's format (cross-
+    // layer merging), and moved to the low tier (mixed precision). A backend without them is
+    // refused those settings before a run (validate_engine_options), so never gets here.
+    virtual void read_head(int, BlockId, int, int, float*, float*) const {}
+    virtual void write_head(int, BlockId, int, int, const float*, const float*) {}
+    virtual void store_low(int, BlockId, int, int) {}
+    // K and V of one token of one KV head in a layer, scales included.
+    virtual int64_t bytes_per_lane_token(int) const { return 0; }
+    virtual int32_t head_dim() const { return 0; }
     // The block went back to the pool holding nothing worth keeping (no cached prefix): its
     // memory may go back to the system until it is written again. Nothing by default.
     virtual void discard_block(BlockId) {}

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "engine/kv_mixing.h"
 #include "engine/perplexity.h"
 
 namespace kvscope {
@@ -53,7 +54,9 @@ class EvalSequence {
         int64_t open = 0;
         for (BlockId b : table_.blocks)
             if (b >= 0) open += static_cast<int64_t>(engine_.kv().open_block_bytes(b));
-        return open + blocks_bytes();
+        // Tokens in the low tier (mixed) and merged pairs hold less than their blocks' bytes.
+        const int64_t saved = lanes_ ? lanes_bytes_saved(*lanes_, engine_.kv()) : 0;
+        return open + blocks_bytes() - saved;
     }
     int64_t blocks_bytes() const {
         const auto per_block = static_cast<int64_t>(engine_.kv().bytes_per_block());
@@ -129,7 +132,8 @@ Result<StreamResult> evaluate_stream(Engine& engine, const std::vector<int32_t>&
     std::vector<float> logits;
     for (int64_t i = 1; i <= last; ++i) {
         // The full cache restarts where its context is full; the policy's cache never does.
-        const bool restart = !seq || (!evictor && (i - 1) % ctx == 0);
+        const bool held = evictor && evictor->options().active();  // a policy holds a budget
+        const bool restart = !seq || (!held && (i - 1) % ctx == 0);
         if (restart) {
             if (seq) {
                 out.kv_bytes_peak = std::max(out.kv_bytes_peak, seq->peak_bytes());

@@ -7,6 +7,7 @@
 
 #include "base/real_number.h"
 #include "base/terminal_text.h"
+#include "engine/kv_mixing.h"
 
 namespace kvscope {
 
@@ -44,6 +45,17 @@ const char* position_mode_name(const EvictionOptions& options) {
 }
 
 Status validate_eviction_options(const EvictionOptions& o) {
+    if (o.merge_from < -1)
+        return Error{"--merge-layers " + std::to_string(o.merge_from) +
+                     " must be a layer of the model, from 0"};
+    if (!(o.merge_max_distance >= 0 && o.merge_max_distance <= 1))
+        return Error{
+            "--merge-distance must be an angular distance from 0 to 1 (arccos of the "
+            "cosine over pi; 1 merges every token)"};
+    if (o.merge_from >= 0 && o.active())
+        return Error{"--merge-layers cannot go with --policy " + o.policy +
+                     ": a merged token is one direction shared by two layers, and eviction drops "
+                     "and compaction moves one layer's token alone"};
     if (o.positions == PositionMode::kCache && o.policy != "streaming")
         return Error{"--positions cache needs --policy streaming, not " + o.policy +
                      ": only its sinks and recent window keep a cache whose places can stand in "
@@ -78,6 +90,14 @@ Status validate_eviction_options(const EvictionOptions& o) {
     return {};
 }
 
+Status validate_merge_layers(int32_t from, int32_t n_layers) {
+    if (from >= n_layers)
+        return Error{"--merge-layers " + std::to_string(from) +
+                     " is past the model's layers: it has " + std::to_string(n_layers) +
+                     " (give a layer from 0 to " + std::to_string(n_layers - 1) + ")"};
+    return {};
+}
+
 SequenceLanes::SequenceLanes(int32_t layers, int32_t kv_heads, int32_t block_size_)
     : n_layers(layers),
       n_kv_heads(kv_heads),
@@ -93,6 +113,8 @@ void SequenceLanes::append(int32_t first_position, int32_t count) {
         if (want_current) lane.current.resize(n, 0.0f);
         if (want_observed) lane.observed.resize(n, 0.0f);
         if (want_key_norm) lane.key_norm.resize(n, 0.0f);
+        if (want_low) lane.low.resize(n, 0.0f);
+        if (merge_from >= 0) lane.merged.resize(n, 0.0f);
         for (std::vector<float>& row : lane.window_rows)
             row.resize(n, 0.0f);
     }
@@ -129,11 +151,14 @@ int32_t SequenceLanes::valid_tokens() const {
 Result<std::unique_ptr<KvEvictor>> KvEvictor::create(const EvictionOptions& options,
                                                      int32_t n_layers) {
     if (Status s = validate_eviction_options(options); !s) return s.error();
-    auto policy = make_eviction_policy(options.policy);
-    if (!policy) return policy.error();
+    if (Status s = validate_merge_layers(options.merge_from, n_layers); !s) return s.error();
     std::unique_ptr<KvEvictor> e(new KvEvictor());
     e->options_ = options;
-    e->policy_ = std::move(policy).value();
+    if (options.active()) {
+        auto policy = make_eviction_policy(options.policy);
+        if (!policy) return policy.error();
+        e->policy_ = std::move(policy).value();
+    }
     e->n_layers_ = n_layers;
     return e;
 }
@@ -141,8 +166,11 @@ Result<std::unique_ptr<KvEvictor>> KvEvictor::create(const EvictionOptions& opti
 std::unique_ptr<SequenceLanes> KvEvictor::new_lanes(int32_t n_layers, int32_t n_kv_heads,
                                                     int32_t block_size, int32_t prompt_len) const {
     auto lanes = std::make_unique<SequenceLanes>(n_layers, n_kv_heads, block_size);
-    const std::string_view name = policy_->name();
-    lanes->want_accumulated = name == "h2o";
+    const std::string_view name = policy_ ? policy_->name() : "none";
+    // Mixed precision ranks by normalized attention: accumulated attention over its queries.
+    lanes->want_accumulated = name == "h2o" || options_.mixed;
+    lanes->want_low = options_.mixed.has_value();
+    lanes->merge_from = options_.merge_from;
     lanes->want_current = name == "tova";
     lanes->want_observed = name == "snapkv";
     lanes->want_key_norm = name == "knorm";
@@ -164,7 +192,7 @@ int32_t KvEvictor::budget(int32_t layer, int32_t computed) const {
             ? options_.budget_tokens
             : static_cast<int32_t>(std::ceil(options_.budget_percent / 100.0 * computed));
     // Streaming keeps its sinks whatever the budget; every lane keeps at least one token.
-    per_layer = std::max(per_layer, policy_->name() == "streaming" ? options_.sinks + 1 : 1);
+    per_layer = std::max(per_layer, options_.policy == "streaming" ? options_.sinks + 1 : 1);
     return layer_budgets(per_layer, n_layers_, options_.layer_budget)[static_cast<size_t>(layer)];
 }
 
@@ -184,6 +212,98 @@ int32_t KvEvictor::chunk_within_budget(const SequenceLanes* lanes, int32_t compu
 int64_t KvEvictor::after_step(SequenceLanes& lanes, BlockTable& table, int32_t computed,
                               int32_t prompt_len, int32_t owner, BlockManager& blocks,
                               KvBlockStore& storage, const Reporter& reporter) const {
+    const int64_t evicted =
+        policy_ ? evict(lanes, table, computed, prompt_len, owner, blocks, storage, reporter) : 0;
+    if (options_.mixed) lower_precision(lanes, table, computed, owner, blocks, storage, reporter);
+    if (options_.merge_from >= 0) merge_layers(lanes, table, owner, blocks, storage, reporter);
+    return evicted;
+}
+
+void KvEvictor::lower_precision(SequenceLanes& lanes, const BlockTable& table, int32_t computed,
+                                int32_t owner, const BlockManager& blocks, KvBlockStore& storage,
+                                const Reporter& reporter) const {
+    // When a prefill ends (the first step) and then once every block of tokens.
+    if (computed < lanes.next_precision_at) return;
+    const int32_t bs = lanes.block_size;
+    lanes.next_precision_at = (computed / bs + 1) * bs;
+    const std::string change =
+        std::string(kv_dtype_name(options_.mixed->hi)) + "->" + kv_dtype_name(options_.mixed->lo);
+    std::vector<PrecisionChoice> choices;
+    for (int32_t layer = 0; layer < lanes.n_layers; ++layer)
+        for (int32_t kvh = 0; kvh < lanes.n_kv_heads; ++kvh) {
+            LaneStats& lane = lanes.lane(layer, kvh);
+            choices.clear();
+            choose_low_precision(lane, &lanes.held_blocks, bs, computed, options_.mixed->percent,
+                                 choices);
+            for (const PrecisionChoice& c : choices) {
+                const BlockId block = table.blocks[static_cast<size_t>(c.slot / bs)];
+                // A block shared with another sequence (parallel samples) is theirs too: its
+                // tokens stay as they are.
+                if (blocks.pool().refcount(block) != 1) continue;
+                storage.store_low(layer, block, c.slot % bs, kvh);
+                lane.low[static_cast<size_t>(c.slot)] = 1.0f;
+                if (!reporter.on()) continue;
+                Event e;
+                e.kind = EventKind::kTokenPrecision;
+                e.request = owner;
+                e.block = block;
+                e.wide = c.slot;
+                e.a = layer;
+                e.b = kvh;
+                e.c = c.position;
+                e.value = c.score;
+                e.text = change;
+                reporter.emit(std::move(e));
+            }
+        }
+}
+
+void KvEvictor::merge_layers(SequenceLanes& lanes, const BlockTable& table, int32_t owner,
+                             const BlockManager& blocks, KvBlockStore& storage,
+                             const Reporter& reporter) const {
+    const int32_t first = lanes.merged_through, end = lanes.slots, bs = lanes.block_size;
+    if (first >= end) return;
+    lanes.merged_through = end;
+    std::vector<float> k0(static_cast<size_t>(storage.head_dim())), v0(k0.size()), k1(k0.size()),
+        v1(k0.size());
+    for (int32_t lower = options_.merge_from; lower + 1 < lanes.n_layers; lower += 2) {
+        int64_t merged = 0, retained = 0;
+        for (int32_t s = first; s < end; ++s) {
+            const BlockId block = table.blocks[static_cast<size_t>(s / bs)];
+            if (blocks.pool().refcount(block) != 1) continue;  // shared: not ours to rewrite
+            for (int32_t kvh = 0; kvh < lanes.n_kv_heads; ++kvh) {
+                storage.read_head(lower, block, s % bs, kvh, k0.data(), v0.data());
+                storage.read_head(lower + 1, block, s % bs, kvh, k1.data(), v1.data());
+                if (!merge_token_head(k0.data(), v0.data(), k1.data(), v1.data(), k0.size(),
+                                      kMergeT, options_.merge_max_distance)
+                         .merged) {
+                    ++retained;
+                    continue;
+                }
+                storage.write_head(lower, block, s % bs, kvh, k0.data(), v0.data());
+                storage.write_head(lower + 1, block, s % bs, kvh, k1.data(), v1.data());
+                lanes.lane(lower, kvh).merged[static_cast<size_t>(s)] = 1.0f;
+                lanes.lane(lower + 1, kvh).merged[static_cast<size_t>(s)] = 1.0f;
+                ++merged;
+            }
+        }
+        if (!reporter.on()) continue;
+        Event e;
+        e.kind = EventKind::kLayerMerge;
+        e.request = owner;
+        e.a = lower;
+        e.b = static_cast<int32_t>(merged);
+        e.c = static_cast<int32_t>(retained);
+        e.wide = merged * merge_saving(storage.bytes_per_lane_token(lower));
+        e.value = options_.merge_max_distance;
+        e.text = "minicache: layers " + std::to_string(lower) + "+" + std::to_string(lower + 1);
+        reporter.emit(std::move(e));
+    }
+}
+
+int64_t KvEvictor::evict(SequenceLanes& lanes, BlockTable& table, int32_t computed,
+                         int32_t prompt_len, int32_t owner, BlockManager& blocks,
+                         KvBlockStore& storage, const Reporter& reporter) const {
     if (policy_->once_after_prefill()) {
         if (lanes.compressed_after_prefill || computed < prompt_len) return 0;
         lanes.compressed_after_prefill = true;

@@ -21,12 +21,15 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/result.h"
 #include "engine/block_manager.h"
 #include "engine/eviction_policy.h"
+#include "engine/kv_mixing.h"
+#include "engine/kv_quant.h"
 #include "engine/reporter.h"
 
 namespace kvscope {
@@ -52,8 +55,18 @@ struct EvictionOptions {
     // cannot move), because holes scattered over blocks keep most of the blocks allocated.
     bool compact = false;
     PositionMode positions = PositionMode::kPolicyDefault;
+    // --kv-dtype mixed:HI/LO:P% (kv_mixing.h): which kept tokens go to the low tier. The
+    // storage's tier is EngineOptions::kv_low.
+    std::optional<KvMixed> mixed;
+    // --merge-layers FROM (kv_mixing.h): -1 merges nothing; --merge-distance, the angular
+    // distance past which a token stays unmerged.
+    int32_t merge_from = -1;
+    double merge_max_distance = kMergeMaxDistance;
 
+    // A token-eviction policy is on.
     bool active() const { return policy != "none"; }
+    // Anything the KvEvictor does after each step: a policy, mixed precision or merging.
+    bool stores_less() const { return active() || mixed || merge_from >= 0; }
     bool cache_positions() const {
         return policy == "streaming" && positions != PositionMode::kAbsolute;
     }
@@ -67,6 +80,9 @@ const char* position_mode_name(const EvictionOptions& options);  // "cache" or "
 // The options against each other and the model: a budget below sinks + 1, no budget, an
 // unknown policy, --positions cache with a policy other than streaming. Messages name the flag.
 Status validate_eviction_options(const EvictionOptions& options);
+// --merge-layers FROM against the model: a layer of it (FROM = n_layers - 1 forms no pair and
+// merges nothing); -1 is none.
+Status validate_merge_layers(int32_t from, int32_t n_layers);
 
 struct SequenceLanes {
     int32_t n_layers = 0, n_kv_heads = 0, block_size = 0;
@@ -86,6 +102,13 @@ struct SequenceLanes {
     bool cache_positions = false;
     int32_t window_rows = 0;  // morphkv: the recent queries each lane keeps a row for (R)
     bool compressed_after_prefill = false;
+    // Mixed precision: lanes keep `low`; the next decision once `computed` reaches this.
+    bool want_low = false;
+    int32_t next_precision_at = 0;
+    // Merging: lanes keep `merged`; the first layer of the first pair (-1: none), and the
+    // slots below `merged_through` have been merged or retained.
+    int32_t merge_from = -1;
+    int32_t merged_through = 0;
 
     SequenceLanes(int32_t layers, int32_t kv_heads, int32_t block_size);
     LaneStats& lane(int32_t layer, int32_t kv_head) {
@@ -126,11 +149,13 @@ class KvEvictor {
                                              int32_t block_size, int32_t prompt_len) const;
     // After a forward pass: brings every lane within its budget (snapkv: once, when the prompt
     // is prefilled), reports each eviction, and gives back full blocks that are holes in every
-    // lane. `computed` is the sequence's positions so far. Returns the tokens evicted.
+    // lane; then, with mixed precision, sends tokens to the low tier (token_precision events),
+    // and with merging merges the step's new tokens across layer pairs (a layer_merge event per
+    // pair). `computed` is the sequence's positions so far. Returns the tokens evicted.
     int64_t after_step(SequenceLanes& lanes, BlockTable& table, int32_t computed,
                        int32_t prompt_len, int32_t owner, BlockManager& blocks,
                        KvBlockStore& storage, const Reporter& reporter) const;
-    // The per-lane budget of `layer` for a sequence of `computed` positions.
+    // The per-lane budget of `layer` for a sequence of `computed` positions (with a policy).
     int32_t budget(int32_t layer, int32_t computed) const;
     // With cache positions: how many of `wanted` tokens a chunk may append so that no lane's
     // places (the RoPE positions) pass its budget before the policy evicts after the step;
@@ -140,6 +165,16 @@ class KvEvictor {
 
   private:
     KvEvictor() = default;
+    int64_t evict(SequenceLanes& lanes, BlockTable& table, int32_t computed, int32_t prompt_len,
+                  int32_t owner, BlockManager& blocks, KvBlockStore& storage,
+                  const Reporter& reporter) const;
+    // Tokens in blocks shared with another sequence (parallel samples) are left as they are.
+    void lower_precision(SequenceLanes& lanes, const BlockTable& table, int32_t computed,
+                         int32_t owner, const BlockManager& blocks, KvBlockStore& storage,
+                         const Reporter& reporter) const;
+    void merge_layers(SequenceLanes& lanes, const BlockTable& table, int32_t owner,
+                      const BlockManager& blocks, KvBlockStore& storage,
+                      const Reporter& reporter) const;
     void compact(SequenceLanes& lanes, BlockTable& table, int32_t owner, BlockManager& blocks,
                  KvBlockStore& storage, const Reporter& reporter) const;
     EvictionOptions options_;

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "base/real_number.h"
 #include "base/terminal_text.h"
 
 namespace kvscope {
@@ -65,6 +66,55 @@ size_t kv_layer_block_bytes(KvDtype dtype, int32_t block_size, int32_t n_kv_head
         halves = slots * heads * static_cast<size_t>(kv_value_groups_per_head(head_dim)) * 2 +
                  heads * dim * 2;
     return 2 * kv_element_bytes(dtype, slots * heads * dim) + halves * sizeof(uint16_t);
+}
+
+int kv_dtype_bits(KvDtype d) {
+    switch (d) {
+        case KvDtype::kF32:
+            return 32;
+        case KvDtype::kF16:
+            return 16;
+        case KvDtype::kInt8:
+            return 8;
+        case KvDtype::kInt4:
+            return 4;
+        case KvDtype::kInt2:
+            return 2;
+    }
+    return 32;
+}
+
+Result<KvMixed> parse_kv_mixed(std::string_view text) {
+    const std::string form = " must be mixed:HI/LO:P%, e.g. mixed:int8/int2:20%";
+    if (!is_kv_mixed(text)) return Error{quote_for_message(text) + form};
+    const std::string_view rest = text.substr(6);
+    const size_t slash = rest.find('/'), colon = rest.find(':');
+    if (slash == std::string_view::npos || colon == std::string_view::npos || colon < slash)
+        return Error{quote_for_message(text) + form};
+    KvMixed m;
+    auto hi = parse_kv_dtype(rest.substr(0, slash));
+    if (!hi) return Error{quote_for_message(text) + ": " + hi.error().message};
+    auto lo = parse_kv_dtype(rest.substr(slash + 1, colon - slash - 1));
+    if (!lo) return Error{quote_for_message(text) + ": " + lo.error().message};
+    m.hi = *hi;
+    m.lo = *lo;
+    std::string_view percent = rest.substr(colon + 1);
+    const bool has_sign = !percent.empty() && percent.back() == '%';
+    if (has_sign) percent.remove_suffix(1);
+    auto p = has_sign ? parse_real(percent, RealRange{0, 100}) : Result<double>(Error{""});
+    if (!p || *p <= 0)
+        return Error{quote_for_message(text) + ": the share kept in " + kv_dtype_name(m.hi) +
+                     " must be a percentage above 0 and at most 100, e.g. 20%"};
+    m.percent = *p;
+    if (kv_dtype_bits(m.hi) <= kv_dtype_bits(m.lo))
+        return Error{quote_for_message(text) + ": " + kv_dtype_name(m.hi) +
+                     " must store more bits than " + kv_dtype_name(m.lo) +
+                     " (the high precision first)"};
+    if (kv_keys_grouped_per_block(m.hi))
+        return Error{quote_for_message(text) + ": " + kv_dtype_name(m.hi) +
+                     " cannot be the high precision: its keys are quantized together per block, "
+                     "so one token cannot leave it alone (give f32, f16 or int8)"};
+    return m;
 }
 
 namespace {

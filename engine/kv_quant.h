@@ -66,6 +66,23 @@ struct KvDtypeRange {
     KvDtype dtype = KvDtype::kF32;
 };
 Result<std::vector<KvDtypeRange>> parse_kv_dtype_layers(std::string_view text);
+// --kv-dtype mixed:HI/LO:P% (ZipCache's precision by importance): in each lane (one layer's one
+// KV head) the P% of kept tokens with the highest normalized attention stay in HI, the others
+// are stored in LO. HI is a dtype whose tokens are stored one by one (f32, f16, int8: a token
+// can leave it alone; int4 and int2 quantize a block's keys together); LO has fewer bits (in LO
+// int4 and int2 quantize keys per token like values, in groups of 32 channels, since a token
+// changes precision alone). 0 < P <= 100.
+struct KvMixed {
+    KvDtype hi = KvDtype::kF32, lo = KvDtype::kF32;
+    double percent = 100;
+};
+inline bool is_kv_mixed(std::string_view text) {
+    return text.substr(0, 6) == "mixed:";
+}
+Result<KvMixed> parse_kv_mixed(std::string_view text);
+// Bits of one stored element: 32, 16, 8, 4, 2.
+int kv_dtype_bits(KvDtype d);
+
 // One dtype per layer: the ranges' dtypes, `others` for the layers they do not name; an error
 // if a range goes past the model's `n_layers`.
 Result<std::vector<KvDtype>> kv_dtypes_per_layer(const std::vector<KvDtypeRange>& ranges,

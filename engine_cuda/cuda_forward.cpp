@@ -350,14 +350,19 @@ Status CudaForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
     if (!cache_.error()) return cache_.error();
     if (capture_) capture_->rows.clear();
     const bool capturing = capture_ && capture_->any();
-    for (const SequenceChunk& ch : batch.chunks)
-        if (ch.lanes)
-            if (const char* policy = unsupported_policy(*ch.lanes))
-                return Error{std::string("--policy ") + policy +
-                             ": the CUDA backend does not gather the attention statistics or key "
-                             "norms this policy scores by yet; use --policy streaming --positions "
-                             "absolute, or "
-                             "--backend cpu"};
+    for (const SequenceChunk& ch : batch.chunks) {
+        if (!ch.lanes) continue;
+        if (ch.lanes->merge_from >= 0)
+            return Error{
+                "--merge-layers: the CUDA backend does not rewrite cached tokens yet; use "
+                "--backend cpu"};
+        if (const char* policy = unsupported_policy(*ch.lanes))
+            return Error{std::string("--policy ") + policy +
+                         ": the CUDA backend does not gather the attention statistics or key "
+                         "norms this policy scores by yet; use --policy streaming --positions "
+                         "absolute, or "
+                         "--backend cpu"};
+    }
     for (const SequenceChunk& ch : batch.chunks)
         if (ch.lanes && ch.lanes->cache_positions)
             return Error{

@@ -11,12 +11,13 @@ namespace kvscope {
 
 namespace {
 constexpr std::array<std::string_view, kNumEventKinds> kKindNames = {
-    "invalid",        "step_begin",     "step_end",    "phase",         "request_arrive",
-    "request_finish", "request_reject", "block_alloc", "block_free",    "block_share",
-    "cow_copy",       "prefix_hit",     "prefix_miss", "block_evict",   "token_evict",
-    "preempt",        "swap_out",       "swap_in",     "attention_row", "token",
-    "kernel",         "hbm_sample",     "metric",      "block_hashed",  "request_admit",
-    "token_move",     "kv_stored",      "kv_removed",  "kv_cleared",    "kv_gap",
+    "invalid",         "step_begin",     "step_end",    "phase",         "request_arrive",
+    "request_finish",  "request_reject", "block_alloc", "block_free",    "block_share",
+    "cow_copy",        "prefix_hit",     "prefix_miss", "block_evict",   "token_evict",
+    "preempt",         "swap_out",       "swap_in",     "attention_row", "token",
+    "kernel",          "hbm_sample",     "metric",      "block_hashed",  "request_admit",
+    "token_move",      "kv_stored",      "kv_removed",  "kv_cleared",    "kv_gap",
+    "token_precision", "layer_merge",
 };
 constexpr std::array<std::string_view, kNumKvMedia> kMediumNames = {
     "GPU", "CPU", "STORAGE", "CPU_PINNED", "DISK", "EXTERNAL", "OTHER"};

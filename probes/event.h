@@ -22,6 +22,8 @@
 //  block_evict    -        block  -                 -                -             block hash   -             reason
 //  token_evict    req      block  layer (-1 all)    KV head (-1 all) position      slot         score         policy: reason
 //  token_move     req      block  layer             KV head          position      from slot << 32 | to slot (compaction)
+//  token_precision req     block  layer             KV head          position      slot         normalized attention  "HI->LO" (mixed precision)
+//  layer_merge    req      -      lower layer       tokens merged    tokens retained bytes saved max distance  "minicache: layers L+L+1" (a token: one token of one KV head)
 //  preempt        req      -      mode (Preempt)    blocks released  -             -            -             -
 //  swap_out/in    req      -      blocks moved      -                -             bytes        -             -
 //  attention_row  req      -      layer             head             query pos     -            -             - (payload: u8 probs)
@@ -88,8 +90,10 @@ enum class EventKind : uint8_t {
     kKvRemoved,
     kKvCleared,
     kKvGap,
+    kTokenPrecision,
+    kLayerMerge,
 };
-constexpr int kNumEventKinds = static_cast<int>(EventKind::kKvGap) + 1;
+constexpr int kNumEventKinds = static_cast<int>(EventKind::kLayerMerge) + 1;
 
 std::string_view event_kind_name(EventKind kind);
 // Inverse of event_kind_name; returns false for an unknown name.

@@ -13,6 +13,7 @@
 #include "engine/gguf_file.h"
 #include "engine/model_loader.h"
 #include "gguf_builder.h"
+#include "sessions/session_reader.h"
 #include "test_support.h"
 
 namespace kvscope {
@@ -819,6 +820,134 @@ TEST(Cli, EvalRunsAKvDtypeScheduleAsOneMoreSetting) {
     EXPECT_EQ(rows[2]["kv_bytes_peak"], rows[0]["kv_bytes_peak"]);
     EXPECT_LT(rows[1]["kv_bytes_peak"].get<double>(),
               rows[0]["kv_bytes_peak"].get<double>() * 0.25);
+}
+
+// --kv-dtype mixed:HI/LO:P% (ZipCache) and --merge-layers FROM (MiniCache): exact where they
+// must be (all of the tokens in HI is HI; a first merged layer with no layer after it is no
+// merging), recorded with the session and its events, and bad values refused in one line with
+// status 2 on every command that takes them.
+TEST(Cli, MixedPrecisionAndLayerMergingAreCheckedAppliedAndRecorded) {
+    const std::vector<std::string> gen = {"generate",     "--prompt", "And God said,",
+                                          "--max-tokens", "40",       "--print-ids",
+                                          "--threads",    "1"};
+    auto with = [&](std::vector<std::string> extra) {
+        std::vector<std::string> args = gen;
+        args.insert(args.end(), extra.begin(), extra.end());
+        return kvscope(args);
+    };
+    auto int8 = with({"--kv-dtype", "int8"});
+    ASSERT_EQ(int8.exit_code, 0) << int8.err;
+    auto all_high = with({"--kv-dtype", "mixed:int8/int2:100%"});
+    ASSERT_EQ(all_high.exit_code, 0) << all_high.err;
+    EXPECT_EQ(all_high.out, int8.out);
+    auto f32 = with({});
+    auto last_layer = with({"--merge-layers", "5"});  // the bundled model has 6 layers
+    ASSERT_EQ(last_layer.exit_code, 0) << last_layer.err;
+    EXPECT_EQ(last_layer.out, f32.out);
+    auto merged_all = with({"--merge-layers", "0", "--merge-distance", "1"});
+    ASSERT_EQ(merged_all.exit_code, 0) << merged_all.err;
+    EXPECT_NE(merged_all.out, f32.out);
+
+    // Recorded: the setting with the run's options, each change of precision and each merge as
+    // events of their own kinds.
+    const std::string dir = test::temp_dir();
+    auto mixed = with({"--kv-dtype", "mixed:int8/int2:20%", "--record", dir + "/m.kvs"});
+    ASSERT_EQ(mixed.exit_code, 0) << mixed.err;
+    EXPECT_NE(test::read_file(dir + "/m.kvs").find(R"(kv_dtype\":\"mixed:int8/int2:20%\")"),
+              std::string::npos);
+    auto merge = with({"--merge-layers", "2", "--merge-distance", "1", "--record", dir + "/g.kvs"});
+    ASSERT_EQ(merge.exit_code, 0) << merge.err;
+    EXPECT_NE(test::read_file(dir + "/g.kvs").find(R"(merge_layers\":2)"), std::string::npos);
+    for (const auto& [session, kind] :
+         {std::pair{"m", EventKind::kTokenPrecision}, {"g", EventKind::kLayerMerge}}) {
+        auto check = kvscope({"check", dir + "/" + session + ".kvs"});
+        EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+        auto reader = SessionReader::open(dir + "/" + session + ".kvs");
+        ASSERT_TRUE(reader.ok()) << reader.error().message;
+        auto events = (*reader)->events(0, (*reader)->last_step(), {kind});
+        ASSERT_TRUE(events.ok()) << events.error().message;
+        ASSERT_FALSE(events->empty()) << event_kind_name(kind);
+        const Event& e = events->front();
+        if (kind == EventKind::kTokenPrecision) {
+            EXPECT_EQ(e.text, "int8->int2");  // from, to, with the score that decided it
+            EXPECT_GT(e.value, 0.0);
+        } else {
+            EXPECT_EQ(e.a, 2);  // the pair (2, 3), then (4, 5)
+            EXPECT_GT(e.b, 0);  // tokens merged, bytes saved
+            EXPECT_EQ(e.wide, int64_t{e.b} * 248);
+        }
+    }
+
+    // Bad values: one line, status 2, on every command that takes them (gui refuses them
+    // before its window opens).
+    const std::string w =
+        test::write_file(dir + "/w.jsonl", "{\"prompt_ids\":[1,2,3],\"max_tokens\":4}\n");
+    const std::string text = test::write_file(dir + "/t.txt", "In the beginning God created.\n");
+    const std::vector<std::pair<std::vector<std::string>, const char*>> bad = {
+        {{"--kv-dtype", "mixed:int8/int8:0%"}, "--kv-dtype"},
+        {{"--kv-dtype", "mixed:int8/int8:20%"}, "more bits"},
+        {{"--kv-dtype", "mixed:int2/int8:20%"}, "more bits"},
+        {{"--kv-dtype", "mixed:int8/int2:0%"}, "percentage"},
+        {{"--kv-dtype", "mixed:int8/int2:101%"}, "percentage"},
+        {{"--kv-dtype", "mixed:int3/int2:20%"}, "int3"},
+        {{"--kv-dtype", "int3"}, "int3"},
+        {{"--kv-dtype", "mixed:int8/int2:20%", "--kv-dtype-layers", "0:f32"}, "--kv-dtype-layers"},
+        {{"--merge-layers", "99"}, "it has 6"},
+        {{"--merge-layers", "6"}, "it has 6"},
+        {{"--merge-layers", "1", "--kv-dtype", "int4"}, "--merge-layers"},
+        {{"--merge-layers", "1", "--kv-dtype", "mixed:int8/int2:20%"}, "--merge-layers"},
+    };
+    for (const auto& [flags, expect] : bad)
+        for (std::vector<std::string> args :
+             {std::vector<std::string>{"generate", "--max-tokens", "4"},
+              {"run", "--workload", w},
+              {"eval", "--text", text, "--ctx", "8"},
+              {"gui", "--workload", w}}) {
+            std::vector<std::string> these = flags;
+            if (args[0] == "eval" && these[0] == "--kv-dtype-layers") continue;
+            args.insert(args.end(), these.begin(), these.end());
+            auto r = kvscope(args);
+            EXPECT_EQ(r.exit_code, 2) << args[0] << " " << these[1] << ": " << r.err;
+            EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+            EXPECT_NE(r.err.find(expect), std::string::npos) << args[0] << ": " << r.err;
+        }
+    // Merging with a token-eviction policy is refused too.
+    auto policy = with({"--merge-layers", "0", "--policy", "h2o", "--kv-budget", "8"});
+    EXPECT_EQ(policy.exit_code, 2) << policy.err;
+    EXPECT_NE(policy.err.find("--merge-layers"), std::string::npos) << policy.err;
+}
+
+// eval: a mixed dtype is a row like any dtype, each --merge-layers FROM one more row, named in
+// the --json rows; all of the tokens high is the HI row, and a merged row holds fewer bytes.
+TEST(Cli, EvalRunsMixedPrecisionAndMergedLayersAsSettings) {
+    const std::string file = sampled_text_file();
+    ASSERT_FALSE(file.empty());
+    auto r = kvscope({"eval", "--text", file, "--ctx", "64", "--agree-tokens", "4", "--chunks", "1",
+                      "--threads", "1", "--kv-dtype",
+                      "f32,int8,mixed:int8/int2:100%,mixed:int8/int2:25%", "--merge-layers", "0,5",
+                      "--merge-distance", "1", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto rows = nlohmann::json::parse(r.out);
+    ASSERT_EQ(rows.size(), 6u);  // f32, int8, two mixed, two merged (over f32)
+    EXPECT_EQ(rows[2]["kv_dtype"], "mixed:int8/int2:100%");
+    EXPECT_EQ(rows[2]["perplexity"], rows[1]["perplexity"]);
+    EXPECT_EQ(rows[2]["agreement"], rows[1]["agreement"]);
+    // The tier byte of each token and KV head: 6 layers x 2 KV heads per token.
+    EXPECT_GT(rows[2]["kv_bytes_peak"].get<int64_t>(), rows[1]["kv_bytes_peak"].get<int64_t>());
+    EXPECT_LT(rows[3]["kv_bytes_peak"].get<int64_t>(), rows[1]["kv_bytes_peak"].get<int64_t>());
+    EXPECT_EQ(rows[4]["merge_layers"], 0);
+    EXPECT_EQ(rows[4]["kv_dtype"], "f32");
+    EXPECT_EQ(rows[0]["merge_layers"], -1);
+    // Every token merged in three pairs: a pair holds 256 + 8 bytes of a token and KV head
+    // instead of 512, 248 saved, 3 x 2 x 248 = 1488 a token. Blocks are counted whole: the peak
+    // is when the 64-token chunk takes its fourth block of 16, at its 49th token: 4 blocks of
+    // 6 x 2 x 16 x 256 bytes less 49 x 1488.
+    const double full = rows[0]["kv_bytes_peak"].get<double>();
+    EXPECT_EQ(full, 4 * 49152);
+    EXPECT_EQ(rows[4]["kv_bytes_peak"].get<int64_t>(), 4 * 49152 - 49 * 1488);
+    EXPECT_EQ(rows[5]["merge_layers"], 5);
+    EXPECT_EQ(rows[5]["perplexity"], rows[0]["perplexity"]);
+    EXPECT_EQ(rows[5]["kv_bytes_peak"], rows[0]["kv_bytes_peak"]);
 }
 
 }  // namespace
