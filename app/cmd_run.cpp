@@ -78,6 +78,9 @@ std::string run_progress(const Scheduler& scheduler, int64_t requests, const Pro
 
 int run_serving(const RunOptions& o) {
     if (auto e = o.serving.eviction.options(); !e) return usage_error(e.error().message);
+    if (o.serving.eviction.cache_off())
+        return usage_error(
+            "--kv-cache off runs one sequence (generate, gui): run serves a whole workload");
     if (o.serving.eviction.policy != "none" && o.serving.allocator == "contiguous")
         return usage_error("--policy " + o.serving.eviction.policy +
                            " needs the paged allocator: a contiguous reservation has no blocks "

@@ -93,6 +93,12 @@ Result<EvictionOptions> EvictionFlags::options() const {
     if (Status s = validate_eviction_options(o); !s) return s.error();
     auto d = dtype();
     if (!d) return d.error();
+    if (cache_off() && o.active())
+        return Error{"--kv-cache off keeps no tokens for --policy " + policy + " to evict"};
+    if (cache_off() && (*d != KvDtype::kF32 || !kv_dtype_layers.empty()))
+        return Error{
+            "--kv-cache off stores no K/V between steps: a --kv-dtype has nothing to "
+            "quantize"};
     o.compact = compacts();
     return o;
 }
@@ -110,7 +116,8 @@ nlohmann::json EvictionFlags::to_json() const {
         {"positions",
          positions.empty() ? (policy == "streaming" ? "cache" : "absolute") : positions},
         {"kv_dtype", kv_dtype},
-        {"kv_dtype_layers", kv_dtype_layers}};
+        {"kv_dtype_layers", kv_dtype_layers},
+        {"kv_cache", kv_cache}};
 }
 
 Result<KvDtype> EvictionFlags::dtype() const {
@@ -172,6 +179,11 @@ void add_eviction_flags(CLI::App& sub, EvictionFlags& f) {
                    "StreamingLLM; the default for streaming) | absolute (their positions in the "
                    "text; the default for the other policies)")
         ->check(CLI::IsMember({"cache", "absolute"}));
+    sub.add_option("--kv-cache", f.kv_cache,
+                   "off: keep no K/V between steps, so each step runs the whole text so far "
+                   "through the model again (what a KV cache saves; one sequence)")
+        ->check(CLI::IsMember({"on", "off"}))
+        ->capture_default_str();
     sub.add_flag("--no-compact", f.no_compact, kNoCompactHelp);
     sub.add_flag("--compact", f.compact, kCompactHelp);
 }

@@ -27,6 +27,7 @@ EvictionFlags eviction_flags(const LiveSettings& s) {
     if (s.policy == "streaming") f.positions = s.positions;
     f.kv_dtype = s.kv_dtype;
     f.kv_dtype_layers = s.kv_dtype_layers;
+    f.kv_cache = s.kv_cache ? "on" : "off";
     return f;
 }
 
@@ -73,6 +74,7 @@ Status LiveController::start() {
     so.allocator = settings_.allocator == "contiguous" ? Allocator::kContiguous : Allocator::kPaged;
     so.prefix_cache = settings_.prefix_cache;
     so.preempt = settings_.preempt == "swap" ? PreemptMode::kSwap : PreemptMode::kRecompute;
+    so.kv_cache = settings_.kv_cache;
     auto capture = parse_attention_spec(settings_.capture_attention, model_->config);
     if (!capture) return capture.error();
     so.capture_attention = capture.value();

@@ -34,8 +34,9 @@ struct LiveSettings {
     std::string positions;  // cache | absolute; empty: the policy's default
     std::string kv_dtype = "f32";
     std::string
-        kv_dtype_layers;  // --kv-dtype-layers: not in the Controls panel, kept across restarts
-    bool record = false;  // keep the session file after the run
+        kv_dtype_layers;   // --kv-dtype-layers: not in the Controls panel, kept across restarts
+    bool kv_cache = true;  // --kv-cache off: one sequence, recomputed whole at every step
+    bool record = false;   // keep the session file after the run
     std::string record_path = "kvscope-live.kvs";
     // Replace a file at record_path (--force). Without it, and for every run after a restart,
     // the recording goes to the first free name beside it (name-2.kvs, ...): never over a file.
