@@ -14,6 +14,7 @@
 #include "sessions/attached_history.h"
 #include "sessions/attached_index.h"
 #include "sessions/session_reader.h"
+#include "sessions/step_costs.h"
 #include "sessions/step_ops.h"
 #include "sessions/token_divergence.h"
 #include "ui/controller.h"
@@ -206,6 +207,16 @@ class UiContext {
     // Compare: where the two runs' tokens part, per request both ran (read once per pair of
     // runs, again when either grows).
     const std::vector<TokenDivergence>& divergences();
+    // Compare: each step's flops and time in both runs and their ratios (read as divergences()
+    // is: once per pair of runs, again when either grows).
+    const CostComparison& costs();
+    // The main run's flops per step (its kernel events: the step row keeps bytes only), read as
+    // the run grows, steps and MFLOP side by side as plot_series takes them.
+    struct FlopsSeries {
+        std::vector<int64_t> steps;
+        std::vector<float> mflops;
+    };
+    const FlopsSeries& step_flops();
 
   private:
     void update_compare_state();
@@ -231,6 +242,12 @@ class UiContext {
     std::tuple<SessionReader*, SessionReader*, int64_t, int64_t> divergence_key_{nullptr, nullptr,
                                                                                  -1, -1};
     std::vector<TokenDivergence> divergences_;
+    std::tuple<SessionReader*, SessionReader*, int64_t, int64_t> costs_key_{nullptr, nullptr, -1,
+                                                                            -1};
+    CostComparison costs_;
+    FlopsSeries flops_;
+    SessionReader* flops_of_ = nullptr;
+    int64_t flops_upto_ = -1;
     std::optional<TimelineState> empty_state_;  // the pool before the first step
     std::tuple<SessionReader*, int64_t, int32_t> aligned_key_{nullptr, -1, -1};
     int64_t aligned_step_ = -1;
