@@ -18,6 +18,7 @@
 #include "sessions/step_ops.h"
 #include "sessions/token_divergence.h"
 #include "ui/controller.h"
+#include "ui/heat_scale.h"
 #include "ui/palette.h"
 
 namespace kvscope::ui {
@@ -33,6 +34,7 @@ struct ViewState {
     float heat_zoom = 1.0f, heat_pan_x = 0.0f, heat_pan_y = 0.0f;
     bool heat_picked = false;  // the user chose a layer / head; until then follow the capture
     int heat_hover_q = -1, heat_hover_k = -1;
+    HeatScale heat_scale = kDefaultHeatScale;  // how probabilities map onto the colour ramp
     // Timeline zoom: [view_lo, view_hi] steps; view_hi < 0 shows everything.
     int64_t view_lo = 0, view_hi = -1;
     bool playing = false;
