@@ -30,15 +30,17 @@ std::unique_ptr<SessionReader> record(const std::string& path, const std::string
 // which runs once a step whatever the step ran.
 std::vector<double> per_token_flops(SessionReader& cached) {
     std::vector<double> out;
-    Status walked = cached.for_each_step(
-        {EventKind::kKernel}, [&](const StepSummary& s, std::vector<Event>& events) {
-            if (s.decode_tokens != 1 || s.prefill_tokens != 0) return Status{};
-            double flops = 0;
-            for (const OpRecord& op : ops_of(events))
-                if (op.name != "lm_head") flops += static_cast<double>(op.cost.flops);
-            out.push_back(flops);
-            return Status{};
-        });
+    Status walked = cached.for_each_step({EventKind::kKernel},
+                                         [&](const StepSummary& s, std::vector<Event>& events) {
+                                             if (s.decode_tokens != 1 || s.prefill_tokens != 0)
+                                                 return Status{};
+                                             double flops = 0;
+                                             for (const OpRecord& op : ops_of(events))
+                                                 if (op.name != "lm_head")
+                                                     flops += static_cast<double>(op.cost.flops);
+                                             out.push_back(flops);
+                                             return Status{};
+                                         });
     EXPECT_TRUE(walked.ok());
     return out;
 }
@@ -74,10 +76,9 @@ TEST(KvCacheOffSession, StepFlopsGrowLinearlyWithPositionWhileTheCachedRunsStayF
     EXPECT_NEAR(slope / mean, 1.0, 0.02) << "slope " << slope << ", one token " << mean;
 
     // The cached decode steps stay flat; the uncached ones climb many times over.
-    auto [lo, hi] = std::minmax_element(on->begin() + 1, on->end(),
-                                        [](const StepCost& a, const StepCost& b) {
-                                            return a.flops < b.flops;
-                                        });
+    auto [lo, hi] =
+        std::minmax_element(on->begin() + 1, on->end(),
+                            [](const StepCost& a, const StepCost& b) { return a.flops < b.flops; });
     EXPECT_LT(static_cast<double>(hi->flops) / static_cast<double>(lo->flops), 1.1);
     EXPECT_GT(static_cast<double>(off->back().flops) / static_cast<double>(off->front().flops),
               5.0);
@@ -101,6 +102,9 @@ TEST(KvCacheOffSession, StepFlopsGrowLinearlyWithPositionWhileTheCachedRunsStayF
 
 TEST(KvCacheOffSession, IsRefusedWhereItDoesNotApply) {
     const std::string dir = test::temp_dir();
+    auto w = test::run_kvscope(
+        {"workload", "--kind", "chat", "--requests", "3", "--out", dir + "/three.jsonl"});
+    ASSERT_EQ(w.exit_code, 0) << w.err;
     struct Case {
         std::vector<std::string> args;
         std::string says;
@@ -111,6 +115,8 @@ TEST(KvCacheOffSession, IsRefusedWhereItDoesNotApply) {
         {{"generate", "--prompt", kPrompt, "--kv-cache", "off", "--kv-dtype", "int8"},
          "--kv-dtype"},
         {{"run", "--workload", dir + "/none.jsonl", "--kv-cache", "off"}, "one sequence"},
+        // Refused before the window opens: no display needed.
+        {{"gui", "--workload", dir + "/three.jsonl", "--kv-cache", "off"}, "3 requests"},
     };
     for (const Case& c : cases) {
         auto r = test::run_kvscope(c.args);
