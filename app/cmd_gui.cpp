@@ -74,6 +74,10 @@ int run_gui(GuiOptions& o) {
     } else {
         requests = demo_workload(*model);
     }
+    if (o.serving.eviction.cache_off() && o.serving.allocator == "contiguous")
+        return usage_error(
+            "--kv-cache off allocates blocks as the text grows: it needs the paged "
+            "allocator");
     if (o.serving.eviction.cache_off()) {
         // One sequence, recomputed whole at every step: the demo's first request alone.
         if (o.workload.empty()) {

@@ -126,6 +126,8 @@ Status LiveController::restart(const LiveSettings& settings) {
     if (auto o = eviction_flags(settings).options(); !o) return o.error();
     if (settings.policy != "none" && settings.allocator == "contiguous")
         return Error{"token eviction needs the paged allocator"};
+    if (!settings.kv_cache && settings.allocator == "contiguous")
+        return Error{"without a KV cache blocks are allocated as the text grows: paged only"};
     settings_ = settings;
     return start();
 }

@@ -571,6 +571,13 @@ void Scheduler::report_attention(const std::vector<int32_t>& chunk_seq) {
               });
     const Reporter& rep = engine_.reporter();
     for (const auto& row : rows) {
+        // Without a cache every step recomputes the rows of the earlier tokens, bit for bit the
+        // rows reported when they were new: only the newest goes out, so the heatmap is the
+        // cached run's and the session does not grow with the square of the text.
+        const Sequence& s = seqs_[static_cast<size_t>(chunk_seq[static_cast<size_t>(row.chunk)])];
+        if (!options_.kv_cache && s.generated() > 0 &&
+            row.query_pos < static_cast<int32_t>(s.tokens.size()) - 1)
+            continue;
         Event e;
         e.kind = EventKind::kAttentionRow;
         e.request = chunk_seq[static_cast<size_t>(row.chunk)];

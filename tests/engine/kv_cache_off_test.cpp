@@ -6,6 +6,7 @@
 
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "engine/engine.h"
 #include "engine/generate.h"
@@ -36,7 +37,7 @@ struct Generated {
     int32_t blocks_used_after = -1;
 };
 
-Generated run(const std::string& prompt, int32_t max_tokens, bool kv_cache) {
+Generated run(const std::string& prompt, int32_t max_tokens, bool kv_cache, bool capture = false) {
     EngineOptions eo;
     eo.threads = 2;
     auto engine = Engine::create(bundled(), eo);
@@ -48,6 +49,9 @@ Generated run(const std::string& prompt, int32_t max_tokens, bool kv_cache) {
     req.max_tokens = max_tokens;
     req.kv_cache = kv_cache;
     req.trace_ops = false;
+    if (capture)
+        req.capture_attention.assign(
+            static_cast<size_t>(bundled()->config.n_layers * bundled()->config.n_heads), 1);
     Generated out;
     auto stats = generate(**engine, req, [&](int32_t t) { out.ids.push_back(t); });
     EXPECT_TRUE(stats.ok()) << (stats.ok() ? "" : stats.error().message);
@@ -95,6 +99,26 @@ TEST(KvCacheOff, EveryStepFreesTheLastStepsBlocksAndAllocatesTheWholeTextAgain) 
                 << "step " << step;
         }
     }
+}
+
+// Every step recomputes the earlier tokens' attention rows, the same bits as when they were new:
+// each row is reported once, as the cached run reports it.
+TEST(KvCacheOff, ReportsEachAttentionRowOnceAsTheCachedRunDoes) {
+    auto rows = [](const Generated& g) {
+        std::map<std::tuple<int32_t, int32_t, int32_t>, std::vector<uint8_t>> out;
+        size_t n = 0;
+        for (const Event& e : g.events)
+            if (e.kind == EventKind::kAttentionRow) {
+                out[{e.a, e.b, e.c}] = e.payload;
+                ++n;
+            }
+        EXPECT_EQ(n, out.size()) << "a row reported twice";
+        return out;
+    };
+    auto cached = rows(run("Blessed are the poor in spirit:", 12, true, true));
+    auto naive = rows(run("Blessed are the poor in spirit:", 12, false, true));
+    EXPECT_FALSE(cached.empty());
+    EXPECT_TRUE(naive == cached);
 }
 
 TEST(KvCacheOff, RefusesATokenEvictionPolicy) {
