@@ -136,8 +136,11 @@ void text_disabled_wrapped(const std::string& text) {
 }
 
 void same_line_if_fits(float width) {
-    ImGui::SameLine();
-    if (ImGui::GetContentRegionAvail().x < width) ImGui::NewLine();
+    // Measured before moving beside the last item: SameLine() then NewLine() would count the
+    // spacing there as content, a panel one spacing wider than what it shows (a scrollbar).
+    const float right = ImGui::GetCursorScreenPos().x + ImGui::GetContentRegionAvail().x;
+    if (right - (ImGui::GetItemRectMax().x + ImGui::GetStyle().ItemSpacing.x) >= width)
+        ImGui::SameLine();
 }
 
 int64_t opening_step(SessionReader& session) {
