@@ -11,11 +11,11 @@
 #include <fcntl.h>
 
 #include <algorithm>
-#include <map>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <future>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -268,6 +268,26 @@ TEST_F(Gui, TheDefaultHeatScaleShowsTheSamplesAttentionUnzoomed) {
     EXPECT_GT(by_default, kShowsStructure) << "linear " << linear << ", sqrt " << sqrt_scale;
     EXPECT_LT(linear, kShowsStructure) << "the test no longer tells a flat map from a busy one";
     EXPECT_GT(per_row, kShowsStructure);
+}
+
+// gui --kv-cache off: the demo's first request alone, every step running the whole text again
+// (one token more each step, all of it prefill), recorded as any live run is.
+TEST_F(Gui, LiveRunWithoutAKvCacheRecomputesTheTextEveryStep) {
+    std::string script = dir_ + "/off.txt";
+    test::write_file(script, "step 6\nwait 2\nscreenshot " + dir_ + "/off.png\nquit\n");
+    const std::string rec = dir_ + "/off.kvs";
+    auto r = kvscope({"gui", "--kv-cache", "off", "--record", "--record-path", rec, "--script",
+                      script, "--force"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto reader = SessionReader::open(rec);
+    ASSERT_TRUE(reader.ok()) << reader.error().message;
+    const auto& steps = (*reader)->steps();
+    ASSERT_GE(steps.size(), 6u);
+    for (const StepSummary& s : steps) {
+        EXPECT_EQ(s.prefill_tokens, steps.front().prefill_tokens + s.step) << "step " << s.step;
+        EXPECT_EQ(s.decode_tokens, 0) << "step " << s.step;
+        EXPECT_LE(s.running, 1) << "step " << s.step;
+    }
 }
 
 TEST_F(Gui, FrameStatsAreWritten) {
