@@ -76,6 +76,7 @@ int run_generate(const GenerateOptions& o) {
     auto evictor = o.eviction.evictor(model->config.n_layers);
     if (!evictor) return fail(evictor.error().message);
     req.evictor = std::move(evictor).value();
+    req.kv_cache = !o.eviction.cache_off();
 
     std::unique_ptr<Recorder> recorder;
     if (!o.record.empty()) {

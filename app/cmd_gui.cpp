@@ -1,5 +1,6 @@
 // The front end's commands: `kvscope` alone and `kvscope gui` (live run), `kvscope replay`
 // (a recording), `kvscope compare` (two recordings). All take the screenshot / script flags.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -13,6 +14,7 @@
 #include "engine/model_loader.h"
 #include "engine/workload.h"
 #include "engine/workload_generator.h"
+#include "sessions/step_costs.h"
 #include "ui/app_window.h"
 
 namespace kvscope::app {
@@ -75,6 +77,22 @@ int run_gui(GuiOptions& o) {
     } else {
         requests = demo_workload(*model);
     }
+    if (o.serving.eviction.cache_off() && o.serving.allocator == "contiguous")
+        return usage_error(
+            "--kv-cache off allocates blocks as the text grows: it needs the paged "
+            "allocator");
+    if (o.serving.eviction.cache_off()) {
+        // One sequence, recomputed whole at every step: the demo's first request alone.
+        if (o.workload.empty()) {
+            requests.resize(std::min<size_t>(requests.size(), 1));
+            for (Request& r : requests)
+                r.n = 1;
+            name = "demo (1 chat request, no KV cache)";
+        } else if (requests.size() > 1 || (!requests.empty() && requests[0].n > 1)) {
+            return usage_error("--kv-cache off runs one sequence: " + o.workload + " has " +
+                               std::to_string(requests.size()) + " requests (or samples)");
+        }
+    }
     LiveSettings s;
     s.block_size = o.serving.block_size;
     s.num_blocks = o.serving.num_blocks;
@@ -95,6 +113,7 @@ int run_gui(GuiOptions& o) {
     s.kv_dtype_layers = o.serving.eviction.kv_dtype_layers;
     s.merge_layers = o.serving.eviction.merge_layers;
     s.merge_distance = o.serving.eviction.merge_distance;
+    s.kv_cache = !o.serving.eviction.cache_off();
     s.record = o.record;
     s.record_path = o.record_path;
     s.record_force = o.window.force;
@@ -107,6 +126,18 @@ int run_gui(GuiOptions& o) {
     }
     o.window.controller = live->get();
     return open_window(o.window);
+}
+
+// `compare A B --costs`: the two runs' step costs as the Compare panel sets them side by side.
+int print_costs(const std::string& a, const std::string& b) {
+    auto left = SessionReader::open(a);
+    if (!left) return fail(left.error().message);
+    auto right = SessionReader::open(b);
+    if (!right) return fail(right.error().message);
+    auto c = compare_costs(**left, **right);
+    if (!c) return fail(c.error().message);
+    std::fputs(cost_comparison_text(*c).c_str(), stdout);
+    return 0;
 }
 
 std::shared_ptr<GuiOptions> gui_defaults() {
@@ -141,6 +172,10 @@ GuiCommands register_gui(CLI::App& cli) {
     CLI::App* compare = cli.add_subcommand("compare", "Open two sessions side by side");
     compare->add_option("a", cmp->replay_path, "First session")->required();
     compare->add_option("b", cmp->compare_path, "Second session")->required();
+    auto costs = std::make_shared<bool>(false);
+    compare->add_flag("--costs", *costs,
+                      "Print each step's flops and time in both runs, their ratios and the "
+                      "totals, instead of opening the window");
     add_window_flags(*compare, *cmp);
 
     // `kvscope` with no subcommand takes the window flags too.
@@ -148,7 +183,10 @@ GuiCommands register_gui(CLI::App& cli) {
     GuiCommands out;
     out.commands = {{gui, [live] { return run_gui(*live); }},
                     {rep, [replay] { return open_window(*replay); }},
-                    {compare, [cmp] { return open_window(*cmp); }}};
+                    {compare, [cmp, costs] {
+                         return *costs ? print_costs(cmp->replay_path, cmp->compare_path)
+                                       : open_window(*cmp);
+                     }}};
     out.bare = [bare] { return run_gui(*bare); };
     return out;
 }

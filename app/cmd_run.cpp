@@ -81,6 +81,9 @@ int run_serving(const RunOptions& o) {
     if (!storing) return usage_error(storing.error().message);
     if (storing->stores_less() && o.serving.allocator == "contiguous")
         return usage_error(o.serving.eviction.needs_paged_allocator());
+    if (o.serving.eviction.cache_off())
+        return usage_error(
+            "--kv-cache off runs one sequence (generate, gui): run serves a whole workload");
     if (!o.record.empty() && o.record == o.summary_json)
         return fail("--record and --summary-json name the same file, " + o.record);
     for (const std::string& out : {o.record, o.summary_json})

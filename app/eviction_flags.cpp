@@ -138,6 +138,14 @@ Result<EvictionOptions> EvictionFlags::options() const {
     if (Status s = validate_eviction_options(o); !s) return s.error();
     auto d = dtype();
     if (!d) return d.error();
+    if (cache_off() && o.active())
+        return Error{"--kv-cache off keeps no tokens for --policy " + policy + " to evict"};
+    if (cache_off() && merge_layers >= 0)
+        return Error{"--kv-cache off keeps no K/V between steps for --merge-layers to merge"};
+    if (cache_off() && (*d != KvDtype::kF32 || !kv_dtype_layers.empty() || is_kv_mixed(kv_dtype)))
+        return Error{
+            "--kv-cache off stores no K/V between steps: a --kv-dtype has nothing to "
+            "quantize"};
     o.compact = compacts();
     o.mixed = *mixed();  // checked by dtype()
     o.merge_from = merge_layers;
@@ -170,7 +178,8 @@ nlohmann::json EvictionFlags::to_json() const {
         {"kv_dtype", kv_dtype},
         {"kv_dtype_layers", kv_dtype_layers},
         {"merge_layers", merge_layers},
-        {"merge_distance", merge_distance}};
+        {"merge_distance", merge_distance},
+        {"kv_cache", kv_cache}};
 }
 
 Result<KvDtype> EvictionFlags::dtype() const {
@@ -249,6 +258,11 @@ void add_eviction_flags(CLI::App& sub, EvictionFlags& f) {
                    "StreamingLLM; the default for streaming) | absolute (their positions in the "
                    "text; the default for the other policies)")
         ->check(CLI::IsMember({"cache", "absolute"}));
+    sub.add_option("--kv-cache", f.kv_cache,
+                   "off: keep no K/V between steps, so each step runs the whole text so far "
+                   "through the model again (what a KV cache saves; one sequence)")
+        ->check(CLI::IsMember({"on", "off"}))
+        ->capture_default_str();
     sub.add_flag("--no-compact", f.no_compact, kNoCompactHelp);
     sub.add_flag("--compact", f.compact, kCompactHelp);
 }

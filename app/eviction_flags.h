@@ -1,10 +1,10 @@
 #pragma once
 // The flags of storing less, on generate, run and gui: token eviction (--policy, --kv-budget,
 // --sinks, --window, --window-aggregate, --layer-budget, --no-compact, --positions) and the KV
-// dtype (--kv-dtype, and per layer --kv-dtype-layers). A policy's holes are closed after every step
-// unless --no-compact: holes scattered over blocks kept 0.8 of the full cache's blocks at a 25%
-// budget. --compact, the default now, is still accepted so that scripts written for it keep
-// working.
+// dtype (--kv-dtype, and per layer --kv-dtype-layers); and storing nothing (--kv-cache off). A
+// policy's holes are closed after every step unless --no-compact: holes scattered over blocks kept
+// 0.8 of the full cache's blocks at a 25% budget. --compact, the default now, is still accepted so
+// that scripts written for it keep working.
 
 #include <CLI/CLI.hpp>
 #include <memory>
@@ -32,10 +32,12 @@ struct EvictionFlags {
     std::string kv_dtype_layers;                // "0-1:int8,2-5:int2"; empty: every layer kv_dtype
     int32_t merge_layers = -1;                  // --merge-layers FROM; -1: no merging
     double merge_distance = kMergeMaxDistance;  // --merge-distance
+    std::string kv_cache = "on";                // off: every step recomputes the whole text
 
     // Whether holes are closed: unless --no-compact, and never where a layer is int4 or int2,
     // whose keys are quantized together per block and cannot move one by one.
     bool compacts() const;
+    bool cache_off() const { return kv_cache == "off"; }
     // The dtype of the layers --kv-dtype-layers does not name (mixed: its high dtype), or a
     // message; checks the schedule's form too, that --compact is not asked of int4 / int2 keys,
     // and what --merge-layers cannot go with.

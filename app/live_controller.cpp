@@ -29,6 +29,7 @@ EvictionFlags eviction_flags(const LiveSettings& s) {
     f.kv_dtype_layers = s.kv_dtype_layers;
     f.merge_layers = s.merge_layers;
     f.merge_distance = s.merge_distance;
+    f.kv_cache = s.kv_cache ? "on" : "off";
     return f;
 }
 
@@ -78,6 +79,7 @@ Status LiveController::start() {
     so.allocator = settings_.allocator == "contiguous" ? Allocator::kContiguous : Allocator::kPaged;
     so.prefix_cache = settings_.prefix_cache;
     so.preempt = settings_.preempt == "swap" ? PreemptMode::kSwap : PreemptMode::kRecompute;
+    so.kv_cache = settings_.kv_cache;
     auto capture = parse_attention_spec(settings_.capture_attention, model_->config);
     if (!capture) return capture.error();
     so.capture_attention = capture.value();
@@ -129,6 +131,8 @@ Status LiveController::restart(const LiveSettings& settings) {
     if (auto o = eviction_flags(settings).options(); !o) return o.error();
     if (settings.policy != "none" && settings.allocator == "contiguous")
         return Error{"token eviction needs the paged allocator"};
+    if (!settings.kv_cache && settings.allocator == "contiguous")
+        return Error{"without a KV cache blocks are allocated as the text grows: paged only"};
     settings_ = settings;
     return start();
 }

@@ -26,6 +26,8 @@ Result<GenerateStats> generate(Engine& engine, const GenerateRequest& request,
             msg << "token id " << t << " is outside the vocabulary (0.." << c.vocab_size - 1 << ")";
             return Error{msg.str()};
         }
+    if (!request.kv_cache && request.evictor)
+        return Error{"without a KV cache there are no tokens to evict"};
     int32_t need = BlockManager::blocks_for(
         std::min(prompt_len + std::max(request.max_tokens, 1), c.context_length),
         engine.options().block_size);
@@ -55,6 +57,7 @@ Result<GenerateStats> generate(Engine& engine, const GenerateRequest& request,
     options.capture_attention = request.capture_attention;
     options.trace_ops = request.trace_ops;
     options.evictor = request.evictor;
+    options.kv_cache = request.kv_cache;
     Scheduler scheduler(engine, options, {r});
 
     using clock = std::chrono::steady_clock;

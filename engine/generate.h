@@ -20,6 +20,7 @@ struct GenerateRequest {
     std::vector<uint8_t> capture_attention;    // per (layer, head); see attention_spec.h
     std::shared_ptr<const KvEvictor> evictor;  // token eviction; null keeps every token
     bool trace_ops = true;                     // op spans while a probe listens (op_trace.h)
+    bool kv_cache = true;  // off: every step recomputes the whole text (ServingOptions)
 };
 
 struct GenerateStats {

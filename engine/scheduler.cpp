@@ -21,6 +21,14 @@ double seconds_since(clock::time_point t) {
 Scheduler::Scheduler(Engine& engine, const ServingOptions& options, std::vector<Request> requests)
     : engine_(engine), options_(options), requests_(std::move(requests)) {
     if (options_.allocator == Allocator::kContiguous) options_.prefix_cache = false;
+    if (!options_.kv_cache) {
+        // A sequence cut into chunks would never finish: each step throws away what the last
+        // computed. Blocks from another sequence's prompt would be a cache by another name.
+        options_.prefix_cache = false;
+        options_.max_running = 1;
+        options_.max_batch_tokens =
+            std::max(options_.max_batch_tokens, engine_.config().context_length);
+    }
     if (options_.swap_blocks <= 0) options_.swap_blocks = engine_.options().num_blocks;
     arrival_order_.resize(requests_.size());
     std::iota(arrival_order_.begin(), arrival_order_.end(), 0);
@@ -272,9 +280,18 @@ bool Scheduler::try_admit(Sequence& s, int32_t budget, int32_t& scheduled) {
     return true;
 }
 
+void Scheduler::forget_cache(Sequence& s) {
+    engine_.blocks().free(s.table, s.index);
+    s.computed = 0;
+}
+
 bool Scheduler::schedule(ForwardBatch& batch, std::vector<int32_t>& chunk_seq) {
     int32_t budget = options_.max_batch_tokens;
     bool preempted = false;
+    // Without a cache, what the last step wrote is given up now: this step recomputes it all.
+    if (!options_.kv_cache)
+        for (int32_t si : running_)
+            forget_cache(seqs_[static_cast<size_t>(si)]);
     auto add_chunk = [&](Sequence& s, int32_t n) {
         SequenceChunk chunk{&s.table, s.computed, n,
                             s.computed + n == static_cast<int32_t>(s.tokens.size())};
@@ -554,6 +571,13 @@ void Scheduler::report_attention(const std::vector<int32_t>& chunk_seq) {
               });
     const Reporter& rep = engine_.reporter();
     for (const auto& row : rows) {
+        // Without a cache every step recomputes the rows of the earlier tokens, bit for bit the
+        // rows reported when they were new: only the newest goes out, so the heatmap is the
+        // cached run's and the session does not grow with the square of the text.
+        const Sequence& s = seqs_[static_cast<size_t>(chunk_seq[static_cast<size_t>(row.chunk)])];
+        if (!options_.kv_cache && s.generated() > 0 &&
+            row.query_pos < static_cast<int32_t>(s.tokens.size()) - 1)
+            continue;
         Event e;
         e.kind = EventKind::kAttentionRow;
         e.request = chunk_seq[static_cast<size_t>(row.chunk)];

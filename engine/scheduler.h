@@ -43,6 +43,11 @@ struct ServingOptions {
     // While a probe listens: a `kernel` event per op of each step (op_trace.h), with its time
     // and the bytes it moved. Off only to measure what the spans cost.
     bool trace_ops = true;
+    // Off: nothing is kept between steps, as a naive implementation keeps nothing: every step
+    // runs each running sequence's every token (prompt and generated) through the model again,
+    // in blocks allocated for the step and freed when the next one starts. The lesson of a KV
+    // cache, by its absence; one sequence at a time, no prefix cache, no chunking.
+    bool kv_cache = true;
 };
 
 struct Sequence {
@@ -145,6 +150,7 @@ class Scheduler {
     void compute_metrics();
     void emit_step_begin(const ForwardBatch& batch, int32_t prefill_tokens);
     int32_t reservation_tokens(const Sequence& s) const;
+    void forget_cache(Sequence& s);
 
     Engine& engine_;
     ServingOptions options_;

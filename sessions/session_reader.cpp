@@ -229,6 +229,8 @@ Result<std::unique_ptr<SessionReader>> SessionReader::open(const std::string& pa
                 i.eviction_sinks = options["sinks"].get<int32_t>();
             if (options.contains("kv_dtype") && options["kv_dtype"].is_string())
                 i.kv_dtype = options["kv_dtype"].get<std::string>();
+            if (options.contains("kv_cache") && options["kv_cache"].is_string())
+                i.kv_cache = options["kv_cache"].get<std::string>() != "off";
         }
         i.weight_bytes = std::max<int64_t>(run.value("weight_bytes", int64_t{0}), 0);
         i.kv_bytes_per_block = std::max<int64_t>(run.value("kv_bytes_per_block", int64_t{0}), 0);

@@ -35,6 +35,7 @@ struct RunInfo {
     std::string eviction_policy = "none";
     int32_t eviction_sinks = 0;
     std::string kv_dtype = "f32";
+    bool kv_cache = true;  // false: recorded with --kv-cache off (every step recomputes the text)
     // The recording machine: threads the engine ran on, and its measured memory bandwidth (a
     // replay elsewhere still judges the steps against the machine that ran them).
     int32_t threads = 0;

@@ -123,6 +123,7 @@ bool load_saved_layout(const std::string& path) {
 //   hover-heatmap Q K
 //   heatmap R L H   pick request R, layer L, head H for the heatmap
 //   zoom F          heatmap zoom factor
+//   heat-scale S    heatmap colour scale: linear | sqrt | log | row
 //   kernels V       the Kernels panel's lower half: table | roofline
 //   search TEXT     the Deployment panel's search (a hash prefix or token ids; empty clears)
 //   filter TEXT     the Evictions panel's filter (a request; attached: rank N, a medium or a
@@ -355,6 +356,7 @@ std::string window_report(UiContext& ctx, int w, int h) {
           << ", \"strip_h\": " << hm.strip_h << ", \"keys\": " << hm.keys
           << ", \"pan_x\": " << hm.pan_x << ", \"span\": " << hm.span << "}";
     }
+    j << ",\n \"heat_scale\": " << quoted(heat_scale_name(ctx.view.heat_scale));
     j << ",\n \"divergences\": [";
     if (ctx.compare)
         for (const TokenDivergence& d : ctx.divergences())
@@ -468,6 +470,15 @@ bool run_script_command(UiContext& ctx, const WindowOptions& o, Script& s, int w
         ctx.view.heat_picked = true;
     } else if (cmd == "zoom") {
         in >> ctx.view.heat_zoom;
+    } else if (cmd == "heat-scale") {
+        std::string name;
+        in >> name;
+        auto scale = parse_heat_scale(name);
+        if (!scale) {
+            error = "script: heat-scale '" + name + "' must be linear, sqrt, log or row";
+            return false;
+        }
+        ctx.view.heat_scale = *scale;
     } else if (cmd == "kernels") {
         std::string which;
         in >> which;

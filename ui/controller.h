@@ -37,6 +37,7 @@ struct LiveSettings {
         kv_dtype_layers;    // --kv-dtype-layers: not in the Controls panel, kept across restarts
     int merge_layers = -1;  // --merge-layers: not in the Controls panel, kept across restarts
     double merge_distance = 0.25;  // --merge-distance (kv_mixing.h's kMergeMaxDistance)
+    bool kv_cache = true;          // --kv-cache off: one sequence, recomputed whole at every step
     bool record = false;           // keep the session file after the run
     std::string record_path = "kvscope-live.kvs";
     // Replace a file at record_path (--force). Without it, and for every run after a restart,

@@ -42,6 +42,7 @@ std::string run_label(const RunInfo& info) {
     std::string out = info.allocator;
     if (info.eviction_policy != "none") out += ", " + info.eviction_policy;
     if (info.kv_dtype != "f32") out += ", " + info.kv_dtype;
+    if (!info.kv_cache) out += ", no KV cache";
     return out;
 }
 
@@ -59,6 +60,30 @@ const TokenDivergence* divergence_to_show(UiContext& ctx) {
     for (const TokenDivergence& d : all)
         if (!d.identical()) return &d;
     return &all.front();
+}
+
+// What the left run's steps cost against the right's: at the cursor's step (the runs matched
+// step for step) and over every step both have. A run without a KV cache against one with it
+// shows the ratio climbing with the text.
+void draw_costs(UiContext& ctx) {
+    const CostComparison& c = ctx.costs();
+    if (c.rows.empty() || c.right_total.flops == 0) return;
+    for (const CostComparison::Row& r : c.rows) {
+        if (r.left.step != ctx.view.cursor) continue;
+        ImGui::TextWrapped(
+            "Step %lld: left %.1f MFLOP in %.2f ms, right %.1f MFLOP in %.2f ms: "
+            "%.2fx the flops, %.2fx the time.",
+            static_cast<long long>(r.left.step), static_cast<double>(r.left.flops) * 1e-6,
+            r.left.seconds * 1e3, static_cast<double>(r.right.flops) * 1e-6, r.right.seconds * 1e3,
+            r.flops_ratio, r.seconds_ratio);
+        break;
+    }
+    ImGui::TextWrapped(
+        "All %lld steps: left %.2f GFLOP in %.2f s, right %.2f GFLOP in %.2f s: "
+        "%.2fx the flops, %.2fx the time.",
+        static_cast<long long>(c.left_total.step), static_cast<double>(c.left_total.flops) * 1e-9,
+        c.left_total.seconds, static_cast<double>(c.right_total.flops) * 1e-9,
+        c.right_total.seconds, c.flops_ratio, c.seconds_ratio);
 }
 
 void draw_divergence(UiContext& ctx) {
@@ -103,6 +128,7 @@ void draw_compare_panel(UiContext& ctx) {
         return;
     }
     draw_divergence(ctx);  // first: for a policy against the full cache it is the headline
+    draw_costs(ctx);
     if (ImGui::BeginTable("##cmp", 4,
                           ImGuiTableFlags_Borders | ImGuiTableFlags_SizingStretchProp)) {
         ImGui::TableSetupColumn(ctx.compare_step == v.cursor ? "at this step" : "at aligned steps");

@@ -67,6 +67,10 @@ void draw_controls_panel(UiContext& ctx) {
         ImGui::Separator();
         LiveSettings st = c.settings();
         bool changed = false;
+        if (!st.kv_cache)
+            text_disabled_wrapped(
+                "KV cache off (--kv-cache off): every step runs the whole text through the model "
+                "again, in blocks freed when the next step starts.");
         ImGui::SetNextItemWidth(120);
         changed |= ImGui::InputInt("block size", &st.block_size);
         ImGui::SetNextItemWidth(120);
@@ -78,7 +82,13 @@ void draw_controls_panel(UiContext& ctx) {
             st.allocator = alloc ? "contiguous" : "paged";
             changed = true;
         }
-        changed |= ImGui::Checkbox("prefix cache", &st.prefix_cache);
+        bool prefix = st.prefix_cache && st.kv_cache;  // no cache, no prefix to share
+        ImGui::BeginDisabled(!st.kv_cache);
+        if (ImGui::Checkbox("prefix cache", &prefix)) {
+            st.prefix_cache = prefix;
+            changed = true;
+        }
+        ImGui::EndDisabled();
         int pre = st.preempt == "swap" ? 1 : 0;
         if (ImGui::Combo("preemption", &pre, "recompute\0swap\0")) {
             st.preempt = pre ? "swap" : "recompute";

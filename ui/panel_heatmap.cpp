@@ -9,13 +9,38 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <string>
 
 #include "ui/gl_texture.h"
+#include "ui/heat_scale.h"
 #include "ui/ui_context.h"
 
 namespace kvscope::ui {
+
+namespace {
+// The ramp under the map, and what its ends and middle stand for on the scale shown.
+void draw_legend(HeatScale scale, float width) {
+    const float h = ImGui::GetTextLineHeight();
+    const ImVec2 at = ImGui::GetCursorScreenPos();
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    constexpr int kSteps = 64;
+    for (int i = 0; i < kSteps; ++i)
+        dl->AddRectFilled(ImVec2(at.x + width * static_cast<float>(i) / kSteps, at.y),
+                          ImVec2(at.x + width * static_cast<float>(i + 1) / kSteps, at.y + h),
+                          heat_color((static_cast<float>(i) + 0.5f) / kSteps));
+    ImGui::Dummy(ImVec2(width, h));
+    ImGui::SameLine();
+    char text[96];
+    if (scale == HeatScale::kRow)
+        std::snprintf(text, sizeof text, "per row: 0 .. half .. the row's largest");
+    else
+        std::snprintf(text, sizeof text, "%s: 0 .. %.3g .. 1", heat_scale_name(scale),
+                      static_cast<double>(heat_probability(0.5f, scale)));
+    ImGui::TextDisabled("%s", text);
+}
+}  // namespace
 
 void draw_heatmap_panel(UiContext& ctx, Side side) {
     // One picture per side of a comparison.
@@ -88,6 +113,15 @@ void draw_heatmap_panel(UiContext& ctx, Side side) {
         std::string kv_head = "(KV head " + std::to_string(v.heat_head / std::max(group, 1)) + ")";
         same_line_if_fits(ImGui::CalcTextSize(kv_head.c_str()).x);
         ImGui::TextDisabled("%s", kv_head.c_str());
+        label("colour", picker);
+        ImGui::SetNextItemWidth(picker);
+        if (ImGui::BeginCombo("##scale", heat_scale_name(v.heat_scale))) {
+            for (int i = 0; i < kNumHeatScales; ++i)
+                if (ImGui::Selectable(heat_scale_name(static_cast<HeatScale>(i)),
+                                      static_cast<HeatScale>(i) == v.heat_scale))
+                    v.heat_scale = static_cast<HeatScale>(i);
+            ImGui::EndCombo();
+        }
     }
     if (it == s->requests.end()) {
         ImGui::TextDisabled("No request selected.");
@@ -172,9 +206,10 @@ void draw_heatmap_panel(UiContext& ctx, Side side) {
         text_disabled_wrapped("Query rows 0-" + std::to_string(captured_q.front() - 1) +
                               " were not computed here (prefix cache hit) or not captured.");
     ImVec2 avail = ImGui::GetContentRegionAvail();
+    const float legend_h = ImGui::GetTextLineHeightWithSpacing();
     float square = std::max(
-        32.0f,
-        std::min(avail.x, avail.y - 4 - (evicting ? std::max(6.0f, 8.0f * v.font_scale) : 0)));
+        32.0f, std::min(avail.x, avail.y - 4 - legend_h -
+                                     (evicting ? std::max(6.0f, 8.0f * v.font_scale) : 0)));
     // Zoom and pan belong to the left map; the right one follows, clamped to its own keys.
     const float zoom = std::clamp(v.heat_zoom, 1.0f, static_cast<float>(n));
     const float span = static_cast<float>(n) / zoom;
@@ -188,9 +223,9 @@ void draw_heatmap_panel(UiContext& ctx, Side side) {
     int res = std::max(1, std::min(static_cast<int>(square), static_cast<int>(std::ceil(span))));
     char key[200];
     // The cursor is part of it: which keys are evicted depends on the step shown.
-    std::snprintf(key, sizeof key, "%p/%zu/%d/%d/%g/%g/%g/%d/%zu/%lld",
+    std::snprintf(key, sizeof key, "%p/%zu/%d/%d/%g/%g/%g/%d/%zu/%lld/%d",
                   static_cast<const void*>(rows.data()), shown, n, request, zoom, pan_x, pan_y, res,
-                  log.size(), static_cast<long long>(cursor));
+                  log.size(), static_cast<long long>(cursor), static_cast<int>(v.heat_scale));
     if (built_for != key) {
         built_for = key;
         pixels.assign(static_cast<size_t>(res) * res, 0xff141414);
@@ -222,6 +257,17 @@ void draw_heatmap_panel(UiContext& ctx, Side side) {
         for (int px = 0; px < res; ++px)
             column_gone[static_cast<size_t>(px)] = first_gone(
                 k_lo[static_cast<size_t>(px)], std::min(k_hi[static_cast<size_t>(px)], n));
+        // Per row: each row's largest probability, over the keys it saw.
+        std::vector<int> row_max(by_q.size(), 0);
+        if (v.heat_scale == HeatScale::kRow)
+            for (size_t q = 0; q < by_q.size(); ++q)
+                if (const AttentionRow* row = by_q[q]) {
+                    const auto end =
+                        std::min(row->probs.size(), static_cast<size_t>(row->query_pos) + 1);
+                    if (end > 0)
+                        row_max[q] = *std::max_element(row->probs.begin(),
+                                                       row->probs.begin() + static_cast<long>(end));
+                }
         std::vector<const AttentionRow*> pixel_rows;
         for (int py = 0; py < res; ++py) {
             float y0 = pan_y + static_cast<float>(py) * per;
@@ -239,7 +285,7 @@ void draw_heatmap_panel(UiContext& ctx, Side side) {
                 pixel_rows.push_back(by_q[static_cast<size_t>(y0 + 0.5f * per)]);
             }
             for (int px = 0; px < res; ++px) {
-                int best = -1;
+                float best = -1;  // the highest level on the ramp the pixel covers
                 bool gone = false;
                 for (const AttentionRow* row : pixel_rows) {
                     if (!row) continue;
@@ -248,7 +294,10 @@ void draw_heatmap_panel(UiContext& ctx, Side side) {
                                        static_cast<int>(row->probs.size())});
                     if (k0 >= k1) continue;
                     const uint8_t* p = row->probs.data();
-                    best = std::max(best, static_cast<int>(*std::max_element(p + k0, p + k1)));
+                    const int most = *std::max_element(p + k0, p + k1);
+                    const size_t q = static_cast<size_t>(row->query_pos);
+                    best = std::max(
+                        best, heat_level(most, q < row_max.size() ? row_max[q] : 0, v.heat_scale));
                     const int64_t went = k1 == k_hi[static_cast<size_t>(px)]
                                              ? column_gone[static_cast<size_t>(px)]
                                              : first_gone(k0, k1);  // the diagonal
@@ -256,8 +305,7 @@ void draw_heatmap_panel(UiContext& ctx, Side side) {
                 }
                 if (best >= 0)
                     pixels[static_cast<size_t>(py) * res + px] =
-                        gone ? 0xff5a5a5a
-                             : heat_color(std::sqrt(static_cast<float>(best) / 255.0f));
+                        gone ? 0xff5a5a5a : heat_color(best);
             }
         }
         texture.upload(res, res, pixels);
@@ -361,6 +409,7 @@ void draw_heatmap_panel(UiContext& ctx, Side side) {
                                        : "key kept by its score while newer keys were evicted");
         ImGui::EndTooltip();
     }
+    draw_legend(v.heat_scale, std::min(square, 160.0f * v.font_scale));
     ImGui::End();
 }
 

@@ -58,6 +58,9 @@ void draw_timeline_panel(UiContext& ctx) {
          "Bytes the step's ops moved (weights, KV read and written, activations) over the step's "
          "time. Red: the recording machine's measured read bandwidth.",
          limit},
+        {"bytes moved (MB)",
+         [](const StepSummary& s) { return static_cast<double>(s.bytes_moved()) * 1e-6; },
+         0xff42c0f0, "%.2f"},
         {"tokens in step",
          [](const StepSummary& s) {
              return static_cast<double>(s.prefill_tokens + s.decode_tokens);
@@ -105,6 +108,16 @@ void draw_timeline_panel(UiContext& ctx) {
     }
     for (const Track& t : tracks)
         follow(plot_track(t, steps, lo, hi, v.cursor, h));
+    if (const UiContext::FlopsSeries& flops = ctx.step_flops(); !flops.steps.empty()) {
+        Track t{"flops (MFLOP)",
+                nullptr,
+                0xff6080f0,
+                "%.1f",
+                0,
+                "What the step's ops computed, from their shapes: it grows with the tokens the "
+                "step ran (without a KV cache, the whole text so far)."};
+        follow(plot_series(t, flops.steps, flops.mflops, lo, hi, v.cursor, h));
+    }
     char limit_text[96] = "unknown (recorded before kvscope measured it)";
     if (limit > 0) std::snprintf(limit_text, sizeof limit_text, "%.1f GB/s", limit);
     text_disabled_wrapped(std::string("Bandwidth: bytes the ops moved over step time; red line: "

@@ -136,8 +136,11 @@ void text_disabled_wrapped(const std::string& text) {
 }
 
 void same_line_if_fits(float width) {
-    ImGui::SameLine();
-    if (ImGui::GetContentRegionAvail().x < width) ImGui::NewLine();
+    // Measured before moving beside the last item: SameLine() then NewLine() would count the
+    // spacing there as content, a panel one spacing wider than what it shows (a scrollbar).
+    const float right = ImGui::GetCursorScreenPos().x + ImGui::GetContentRegionAvail().x;
+    if (right - (ImGui::GetItemRectMax().x + ImGui::GetStyle().ItemSpacing.x) >= width)
+        ImGui::SameLine();
 }
 
 int64_t opening_step(SessionReader& session) {
@@ -217,6 +220,44 @@ const std::vector<TokenDivergence>& UiContext::divergences() {
             view.message = d.error().message;
     }
     return divergences_;
+}
+
+const CostComparison& UiContext::costs() {
+    if (!session || !compare) {
+        costs_ = {};
+        return costs_;
+    }
+    auto key = std::make_tuple(session, compare.get(), session->last_step(), compare->last_step());
+    if (key != costs_key_) {
+        costs_key_ = key;
+        auto c = compare_costs(*session, *compare);
+        if (c)
+            costs_ = std::move(c).value();
+        else
+            view.message = c.error().message;
+    }
+    return costs_;
+}
+
+const UiContext::FlopsSeries& UiContext::step_flops() {
+    if (flops_of_ != session) {
+        flops_ = {};
+        flops_of_ = session;
+        flops_upto_ = -1;
+    }
+    if (!session || session->steps().empty() || session->last_step() <= flops_upto_) return flops_;
+    const int64_t last = session->last_step();
+    auto f = kvscope::step_flops(*session, std::max(flops_upto_ + 1, session->first_step()), last);
+    if (!f) {
+        view.message = f.error().message;
+        return flops_;
+    }
+    for (const auto& [step, flops] : *f) {
+        flops_.steps.push_back(step);
+        flops_.mflops.push_back(static_cast<float>(static_cast<double>(flops) * 1e-6));
+    }
+    flops_upto_ = last;
+    return flops_;
 }
 
 const StepSummary* UiContext::step_summary(Side side) const {

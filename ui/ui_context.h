@@ -14,9 +14,11 @@
 #include "sessions/attached_history.h"
 #include "sessions/attached_index.h"
 #include "sessions/session_reader.h"
+#include "sessions/step_costs.h"
 #include "sessions/step_ops.h"
 #include "sessions/token_divergence.h"
 #include "ui/controller.h"
+#include "ui/heat_scale.h"
 #include "ui/palette.h"
 
 namespace kvscope::ui {
@@ -32,6 +34,7 @@ struct ViewState {
     float heat_zoom = 1.0f, heat_pan_x = 0.0f, heat_pan_y = 0.0f;
     bool heat_picked = false;  // the user chose a layer / head; until then follow the capture
     int heat_hover_q = -1, heat_hover_k = -1;
+    HeatScale heat_scale = kDefaultHeatScale;  // how probabilities map onto the colour ramp
     // Timeline zoom: [view_lo, view_hi] steps; view_hi < 0 shows everything.
     int64_t view_lo = 0, view_hi = -1;
     bool playing = false;
@@ -206,6 +209,16 @@ class UiContext {
     // Compare: where the two runs' tokens part, per request both ran (read once per pair of
     // runs, again when either grows).
     const std::vector<TokenDivergence>& divergences();
+    // Compare: each step's flops and time in both runs and their ratios (read as divergences()
+    // is: once per pair of runs, again when either grows).
+    const CostComparison& costs();
+    // The main run's flops per step (its kernel events: the step row keeps bytes only), read as
+    // the run grows, steps and MFLOP side by side as plot_series takes them.
+    struct FlopsSeries {
+        std::vector<int64_t> steps;
+        std::vector<float> mflops;
+    };
+    const FlopsSeries& step_flops();
 
   private:
     void update_compare_state();
@@ -231,6 +244,12 @@ class UiContext {
     std::tuple<SessionReader*, SessionReader*, int64_t, int64_t> divergence_key_{nullptr, nullptr,
                                                                                  -1, -1};
     std::vector<TokenDivergence> divergences_;
+    std::tuple<SessionReader*, SessionReader*, int64_t, int64_t> costs_key_{nullptr, nullptr, -1,
+                                                                            -1};
+    CostComparison costs_;
+    FlopsSeries flops_;
+    SessionReader* flops_of_ = nullptr;
+    int64_t flops_upto_ = -1;
     std::optional<TimelineState> empty_state_;  // the pool before the first step
     std::tuple<SessionReader*, int64_t, int32_t> aligned_key_{nullptr, -1, -1};
     int64_t aligned_step_ = -1;

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <future>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -219,6 +220,74 @@ TEST_F(Gui, SampleHeatmapHoverAndZoomChangeThePicture) {
     EXPECT_GT(distinct_colors(h0, 0.72f, 0.08f, 0.98f, 0.55f), 20u);
     EXPECT_GT(diff_in(h0, h1, 0.6f, 0.0f, 1.0f, 0.7f), 200u);    // the hover tooltip
     EXPECT_GT(diff_in(h0, h2, 0.7f, 0.05f, 1.0f, 0.6f), 5000u);  // zoomed in
+}
+
+// Colours a reader can tell apart (4 bits a channel) over areas big enough to see (20 pixels or
+// more) inside a rectangle in pixels. Exact colours cannot tell heat scales apart: a monotone
+// rescaling of the same u8 probabilities keeps them one to one.
+size_t visible_colors(const Image& a, int x0, int y0, int x1, int y1) {
+    std::map<uint32_t, int> n;
+    for (int y = y0; y < y1; ++y)
+        for (int x = x0; x < x1; ++x)
+            ++n[a.at(x, y) & 0x00f0f0f0];
+    return static_cast<size_t>(
+        std::count_if(n.begin(), n.end(), [](const auto& c) { return c.second >= 20; }));
+}
+
+// The sample session's attention unzoomed, as a replay opens it: on the default (log) scale the
+// map shows the head's structure in many shades; on a linear scale nearly every cell sits at the
+// ramp's bottom, since the first token and the diagonal take most of each row.
+TEST_F(Gui, TheDefaultHeatScaleShowsTheSamplesAttentionUnzoomed) {
+    std::string script = dir_ + "/scale.txt";
+    std::string shots;
+    for (const char* scale : {"default", "linear", "sqrt", "row"}) {
+        if (std::string(scale) != "default") shots += std::string("heat-scale ") + scale + "\n";
+        shots += "wait 2\nscreenshot " + dir_ + "/" + scale + ".png\ndump " + dir_ + "/" + scale +
+                 ".json\n";
+    }
+    test::write_file(script, shots + "quit\n");
+    auto r = kvscope({"replay", *sample_, "--script", script});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto colours = [&](const char* scale) {
+        auto d = nlohmann::json::parse(test::read_file(dir_ + "/" + scale + ".json"));
+        Image im = load_png(dir_ + "/" + scale + ".png");
+        const auto& hm = d["heatmap"];
+        const int x = hm["x"].get<int>(), y = hm["y"].get<int>(), side = hm["side"].get<int>();
+        EXPECT_GT(side, 100) << scale;
+        EXPECT_LE(x + side, im.w) << scale;
+        EXPECT_LE(y + side, im.h) << scale;
+        // A pixel in from each edge: the map alone.
+        return visible_colors(im, x + 1, y + 1, std::min(x + side, im.w) - 1,
+                              std::min(y + side, im.h) - 1);
+    };
+    EXPECT_EQ(nlohmann::json::parse(test::read_file(dir_ + "/default.json"))["heat_scale"], "log");
+    const size_t by_default = colours("default"), linear = colours("linear"),
+                 sqrt_scale = colours("sqrt"), per_row = colours("row");
+    // 1600x900, 2026-11-26: log 69, linear 35, sqrt 58, per row 73.
+    constexpr size_t kShowsStructure = 50;
+    EXPECT_GT(by_default, kShowsStructure) << "linear " << linear << ", sqrt " << sqrt_scale;
+    EXPECT_LT(linear, kShowsStructure) << "the test no longer tells a flat map from a busy one";
+    EXPECT_GT(per_row, kShowsStructure);
+}
+
+// gui --kv-cache off: the demo's first request alone, every step running the whole text again
+// (one token more each step, all of it prefill), recorded as any live run is.
+TEST_F(Gui, LiveRunWithoutAKvCacheRecomputesTheTextEveryStep) {
+    std::string script = dir_ + "/off.txt";
+    test::write_file(script, "step 6\nwait 2\nscreenshot " + dir_ + "/off.png\nquit\n");
+    const std::string rec = dir_ + "/off.kvs";
+    auto r = kvscope({"gui", "--kv-cache", "off", "--record", "--record-path", rec, "--script",
+                      script, "--force"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto reader = SessionReader::open(rec);
+    ASSERT_TRUE(reader.ok()) << reader.error().message;
+    const auto& steps = (*reader)->steps();
+    ASSERT_GE(steps.size(), 6u);
+    for (const StepSummary& s : steps) {
+        EXPECT_EQ(s.prefill_tokens, steps.front().prefill_tokens + s.step) << "step " << s.step;
+        EXPECT_EQ(s.decode_tokens, 0) << "step " << s.step;
+        EXPECT_LE(s.running, 1) << "step " << s.step;
+    }
 }
 
 TEST_F(Gui, FrameStatsAreWritten) {
