@@ -263,10 +263,12 @@ TEST_F(Gui, TheDefaultHeatScaleShowsTheSamplesAttentionUnzoomed) {
     EXPECT_EQ(nlohmann::json::parse(test::read_file(dir_ + "/default.json"))["heat_scale"], "log");
     const size_t by_default = colours("default"), linear = colours("linear"),
                  sqrt_scale = colours("sqrt"), per_row = colours("row");
-    // 1600x900, 2026-11-26: log 69, linear 35, sqrt 58, per row 73.
-    constexpr size_t kShowsStructure = 50;
+    // 1600x900, 2026-11-26: log 69, linear 35, sqrt 58, per row 73. Above the default before
+    // this one (sqrt), so that default fails, as linear does.
+    constexpr size_t kShowsStructure = 62;
     EXPECT_GT(by_default, kShowsStructure) << "linear " << linear << ", sqrt " << sqrt_scale;
     EXPECT_LT(linear, kShowsStructure) << "the test no longer tells a flat map from a busy one";
+    EXPECT_LT(sqrt_scale, kShowsStructure) << "the previous default passes";
     EXPECT_GT(per_row, kShowsStructure);
 }
 
