@@ -137,6 +137,20 @@ std::vector<ColumnSpec> kind_columns(EventKind kind) {
                     {"score", kReal, F::kValue},
                     {"policy", kTextType, F::kTextBefore},
                     {"reason", kTextType, F::kTextAfter}};
+        case EventKind::kTokenPrecision:
+            return {{"request", kInt, F::kRequest},
+                    {"block", kInt, F::kBlock},
+                    {"layer", kInt, F::kA},
+                    {"kv_head", kInt, F::kB},
+                    {"position", kInt, F::kC},
+                    {"slot", kInt, F::kWide},
+                    {"normalized_attention", kReal, F::kValue},
+                    {"change", kTextType, F::kText}};
+        case EventKind::kLayerMerge:
+            return {{"request", kInt, F::kRequest},  {"lower_layer", kInt, F::kA},
+                    {"tokens_merged", kInt, F::kB},  {"tokens_retained", kInt, F::kC},
+                    {"bytes_saved", kInt, F::kWide}, {"max_distance", kReal, F::kValue},
+                    {"what", kTextType, F::kText}};
         case EventKind::kTokenMove:
             return {{"request", kInt, F::kRequest}, {"block", kInt, F::kBlock},
                     {"layer", kInt, F::kA},         {"kv_head", kInt, F::kB},

@@ -848,7 +848,10 @@ std::string record_attached_session(const std::string& path) {
     auto at = [&](int64_t step) { return 1'000'000'000 + step * A::kStepNs + ++n; };
     auto store = [&](int64_t step, int32_t slot, uint64_t hash, std::optional<uint64_t> parent,
                      std::vector<int32_t> tokens, KvMedium medium) {
-        StoredBlock sb{parent.has_value(), parent.value_or(0), std::move(tokens)};
+        StoredBlock sb;
+        sb.has_parent = parent.has_value();
+        sb.parent = parent.value_or(0);
+        sb.tokens = std::move(tokens);
         Event e;
         e.t_ns = at(step);
         e.kind = EventKind::kKvStored;
