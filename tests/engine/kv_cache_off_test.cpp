@@ -12,23 +12,15 @@
 #include "engine/generate.h"
 #include "engine/model_loader.h"
 #include "engine/scheduler.h"
+#include "engine_fixtures.h"
 #include "test_support.h"
 
 namespace kvscope {
 namespace {
 
-struct Collector : Probe {
-    std::vector<Event> events;
-    void emit(Event&& e) override { events.push_back(std::move(e)); }
-};
-
+using Collector = test::EventCollector;
 std::shared_ptr<const LoadedModel> bundled() {
-    static std::shared_ptr<const LoadedModel> model = [] {
-        auto m = load_model(test::bundled_model());
-        EXPECT_TRUE(m.ok());
-        return std::make_shared<const LoadedModel>(std::move(m).value());
-    }();
-    return model;
+    return test::bundled_loaded_model();
 }
 
 struct Generated {

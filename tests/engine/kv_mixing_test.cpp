@@ -19,6 +19,7 @@
 #include "engine/kv_mixing.h"
 #include "engine/kv_quant.h"
 #include "engine/model_loader.h"
+#include "engine_fixtures.h"
 #include "test_support.h"
 
 namespace kvscope {
@@ -270,18 +271,9 @@ TEST(KvMixed, TheLowTierHoldsATokenInItsFormatAndSwapsWithTheBlock) {
 
 // --- in the engine, on the bundled model ---
 
-struct Collector : Probe {
-    std::vector<Event> events;
-    void emit(Event&& e) override { events.push_back(std::move(e)); }
-};
-
+using Collector = test::EventCollector;
 std::shared_ptr<const LoadedModel> bundled() {
-    static std::shared_ptr<const LoadedModel> model = [] {
-        auto m = load_model(test::bundled_model());
-        EXPECT_TRUE(m.ok());
-        return std::make_shared<const LoadedModel>(std::move(m).value());
-    }();
-    return model;
+    return test::bundled_loaded_model();
 }
 
 struct Generated {
