@@ -18,11 +18,6 @@
 namespace kvscope {
 namespace {
 
-using Collector = test::EventCollector;
-std::shared_ptr<const LoadedModel> bundled() {
-    return test::bundled_loaded_model();
-}
-
 struct Generated {
     std::vector<int32_t> ids;
     std::vector<Event> events;
@@ -32,18 +27,20 @@ struct Generated {
 Generated run(const std::string& prompt, int32_t max_tokens, bool kv_cache, bool capture = false) {
     EngineOptions eo;
     eo.threads = 2;
-    auto engine = Engine::create(bundled(), eo);
+    auto engine = Engine::create(test::bundled_loaded_model(), eo);
     EXPECT_TRUE(engine.ok());
-    Collector probe;
+    test::EventCollector probe;
     (*engine)->reporter().probe = &probe;
     GenerateRequest req;
-    req.prompt = bundled()->tokenizer->encode(prompt, true);
+    req.prompt = test::bundled_loaded_model()->tokenizer->encode(prompt, true);
     req.max_tokens = max_tokens;
     req.kv_cache = kv_cache;
     req.trace_ops = false;
     if (capture)
         req.capture_attention.assign(
-            static_cast<size_t>(bundled()->config.n_layers * bundled()->config.n_heads), 1);
+            static_cast<size_t>(test::bundled_loaded_model()->config.n_layers *
+                                test::bundled_loaded_model()->config.n_heads),
+            1);
     Generated out;
     auto stats = generate(**engine, req, [&](int32_t t) { out.ids.push_back(t); });
     EXPECT_TRUE(stats.ok()) << (stats.ok() ? "" : stats.error().message);
@@ -71,8 +68,10 @@ TEST(KvCacheOff, GreedyTokensAreTheCachedRunsForFivePromptsOf128Tokens) {
 
 TEST(KvCacheOff, EveryStepFreesTheLastStepsBlocksAndAllocatesTheWholeTextAgain) {
     Generated naive = run("And the LORD said unto Moses,", 40, false);
-    const auto prompt = static_cast<int32_t>(
-        bundled()->tokenizer->encode("And the LORD said unto Moses,", true).size());
+    const auto prompt =
+        static_cast<int32_t>(test::bundled_loaded_model()
+                                 ->tokenizer->encode("And the LORD said unto Moses,", true)
+                                 .size());
     std::map<int64_t, int32_t> allocs, frees, prefill;
     for (const Event& e : naive.events) {
         if (e.kind == EventKind::kBlockAlloc) ++allocs[e.step];
@@ -114,12 +113,12 @@ TEST(KvCacheOff, ReportsEachAttentionRowOnceAsTheCachedRunDoes) {
 }
 
 TEST(KvCacheOff, RefusesATokenEvictionPolicy) {
-    auto engine = Engine::create(bundled(), {});
+    auto engine = Engine::create(test::bundled_loaded_model(), {});
     ASSERT_TRUE(engine.ok());
     EvictionOptions eo;
     eo.policy = "streaming";
     eo.budget_tokens = 32;
-    auto evictor = KvEvictor::create(eo, bundled()->config.n_layers);
+    auto evictor = KvEvictor::create(eo, test::bundled_loaded_model()->config.n_layers);
     ASSERT_TRUE(evictor.ok()) << evictor.error().message;
     GenerateRequest req;
     req.prompt = {1, 2, 3};

@@ -21,11 +21,6 @@
 namespace kvscope {
 namespace {
 
-using Collector = test::EventCollector;
-std::shared_ptr<const LoadedModel> bundled() {
-    return test::bundled_loaded_model();
-}
-
 struct Generated {
     std::vector<int32_t> ids;
     std::vector<Event> events;
@@ -37,19 +32,19 @@ Generated run(const EvictionOptions& eviction, int32_t max_tokens, int threads =
     EngineOptions eo;
     eo.threads = threads;
     eo.block_size = block_size;
-    auto engine = Engine::create(bundled(), eo);
+    auto engine = Engine::create(test::bundled_loaded_model(), eo);
     EXPECT_TRUE(engine.ok());
-    Collector probe;
+    test::EventCollector probe;
     (*engine)->reporter().probe = &probe;
     GenerateRequest req;
-    auto tok = bundled()->tokenizer.get();
+    auto tok = test::bundled_loaded_model()->tokenizer.get();
     req.prompt = tok->encode(
         "In the beginning God created the heaven and the earth. And the "
         "earth was without form, and void;",
         true);
     req.max_tokens = max_tokens;
     if (eviction.active()) {
-        auto e = KvEvictor::create(eviction, bundled()->config.n_layers);
+        auto e = KvEvictor::create(eviction, test::bundled_loaded_model()->config.n_layers);
         EXPECT_TRUE(e.ok()) << (e ? "" : e.error().message);
         req.evictor = std::move(e).value();
     }
@@ -86,7 +81,7 @@ TEST(KvEviction, StreamingKeepsTheSinksAndTheWindowInEveryLaneAndGivesBlocksBack
     o.sinks = 4;
     const int32_t bs = 4;
     Generated g = run(o, 80, 1, bs);
-    const auto& c = bundled()->config;
+    const auto& c = test::bundled_loaded_model()->config;
     // Every lane evicts the same positions, oldest first, never a sink, each said why.
     std::map<std::pair<int, int>, std::vector<int32_t>> by_lane;
     int64_t held = 0, peak = 0, freed_midway = 0;
@@ -126,7 +121,7 @@ TEST(KvEviction, StreamingKeepsTheSinksAndTheWindowInEveryLaneAndGivesBlocksBack
 }
 
 TEST(KvEviction, EveryLaneStaysWithinItsBudgetAndThePyramidSpendsTheSameTotal) {
-    const auto& c = bundled()->config;
+    const auto& c = test::bundled_loaded_model()->config;
     for (const std::string& name :
          {std::string("h2o"), std::string("tova"), std::string("knorm"), std::string("morphkv")})
         for (LayerBudget lb : {LayerBudget::kUniform, LayerBudget::kPyramid}) {
@@ -141,7 +136,7 @@ TEST(KvEviction, EveryLaneStaysWithinItsBudgetAndThePyramidSpendsTheSameTotal) {
             int32_t computed =
                 static_cast<int32_t>(g.ids.size()) - 2 +
                 static_cast<int32_t>(
-                    bundled()
+                    test::bundled_loaded_model()
                         ->tokenizer
                         ->encode("In the beginning God created the heaven and the earth. And "
                                  "the earth was without form, and void;",
@@ -210,12 +205,13 @@ std::pair<int64_t, int32_t> last_step_key_slots(const EvictionOptions& eviction,
                                                 int32_t max_tokens) {
     EngineOptions eo;
     eo.threads = 1;
-    auto engine = Engine::create(bundled(), eo);
+    auto engine = Engine::create(test::bundled_loaded_model(), eo);
     EXPECT_TRUE(engine.ok());
     GenerateRequest req;
-    req.prompt = bundled()->tokenizer->encode("In the beginning God created the heaven", true);
+    req.prompt = test::bundled_loaded_model()->tokenizer->encode(
+        "In the beginning God created the heaven", true);
     req.max_tokens = max_tokens;
-    auto e = KvEvictor::create(eviction, bundled()->config.n_layers);
+    auto e = KvEvictor::create(eviction, test::bundled_loaded_model()->config.n_layers);
     EXPECT_TRUE(e.ok());
     req.evictor = std::move(e).value();
     auto stats = generate(**engine, req, [](int32_t) {});
@@ -228,7 +224,7 @@ std::pair<int64_t, int32_t> last_step_key_slots(const EvictionOptions& eviction,
 // again: a step's attention reads what the budget keeps, however far the sequence has gone
 // (it read every slot up to the position: 20k tokens took 38 s, 100k did not finish in 300).
 TEST(KvEviction, AStepWithoutCompactionVisitsWhatTheBudgetKeepsNotThePosition) {
-    const ModelConfig& c = bundled()->config;
+    const ModelConfig& c = test::bundled_loaded_model()->config;
     const int64_t lanes = int64_t{c.n_layers} * c.n_kv_heads;
     // What a step visits stays what it was a few hundred positions earlier: the blocks the
     // lanes still hold a token in (h2o's heavy hitters keep some old blocks), not the slots.
@@ -314,11 +310,11 @@ TEST(KvEvictionPositions, RopeScoresDependOnlyOnTheDistance) {
 int32_t largest_rope_position(PositionMode mode, int32_t budget, int32_t* generated) {
     EngineOptions eo;
     eo.threads = 1;
-    auto engine = Engine::create(bundled(), eo);
+    auto engine = Engine::create(test::bundled_loaded_model(), eo);
     EXPECT_TRUE(engine.ok());
     EvictionOptions o = policy("streaming", budget);
     o.positions = mode;
-    auto evictor = KvEvictor::create(o, bundled()->config.n_layers);
+    auto evictor = KvEvictor::create(o, test::bundled_loaded_model()->config.n_layers);
     EXPECT_TRUE(evictor.ok());
     ServingOptions so;
     so.evictor = std::move(evictor).value();
@@ -329,7 +325,7 @@ int32_t largest_rope_position(PositionMode mode, int32_t budget, int32_t* genera
         text +=
             "In the beginning God created the heaven and the earth. And the earth was "
             "without form, and void; ";
-    r.prompt = bundled()->tokenizer->encode(text, true);
+    r.prompt = test::bundled_loaded_model()->tokenizer->encode(text, true);
     EXPECT_GT(static_cast<int32_t>(r.prompt.size()), 3 * budget);
     r.max_tokens = 40;
     Scheduler scheduler(**engine, so, {r});
@@ -356,7 +352,7 @@ std::vector<int32_t> long_text_tokens(int repeats) {
         text +=
             "And God said, Let there be light: and there was light. And God saw the light, "
             "that it was good: and God divided the light from the darkness.\n";
-    return bundled()->tokenizer->encode(text, true);
+    return test::bundled_loaded_model()->tokenizer->encode(text, true);
 }
 
 Result<StreamResult> stream(const EvictionOptions& o, const std::vector<int32_t>& tokens,
@@ -364,10 +360,12 @@ Result<StreamResult> stream(const EvictionOptions& o, const std::vector<int32_t>
     EngineOptions eo;
     eo.threads = 1;
     eo.num_blocks = stream_blocks_needed(static_cast<int64_t>(tokens.size()), eo.block_size);
-    auto engine = Engine::create(bundled(), eo);
+    auto engine = Engine::create(test::bundled_loaded_model(), eo);
     EXPECT_TRUE(engine.ok());
     std::unique_ptr<KvEvictor> evictor;
-    if (o.active()) evictor = std::move(KvEvictor::create(o, bundled()->config.n_layers)).value();
+    if (o.active())
+        evictor =
+            std::move(KvEvictor::create(o, test::bundled_loaded_model()->config.n_layers)).value();
     return evaluate_stream(**engine, tokens, settings, evictor.get());
 }
 
@@ -416,7 +414,8 @@ TEST(KvEvictionStream, ScoresEveryTokenOncePerWindowWithinTheBudget) {
 
 TEST(KvEvictionStream, BadSettingsAreRefused) {
     StreamSettings s;
-    EXPECT_FALSE(stream({}, {bundled()->config.bos_token}, s).ok());  // nothing to score
+    EXPECT_FALSE(
+        stream({}, {test::bundled_loaded_model()->config.bos_token}, s).ok());  // nothing to score
     s.window_tokens = 0;
     EXPECT_FALSE(stream({}, long_text_tokens(1), s).ok());
     s.window_tokens = 8;

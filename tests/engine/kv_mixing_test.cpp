@@ -171,7 +171,8 @@ TEST(KvMerge, FarDirectionsAndZeroVectorsStayApart) {
     EXPECT_FLOAT_EQ(static_cast<float>(norm_of(k2)), 1.0f);  // 1.0001 rounds to 1 in f16
 }
 
-ModelConfig two_layers() {
+// Four layers: two pairs to merge.
+ModelConfig two_layer_pairs() {
     ModelConfig c;
     c.n_layers = 4;
     c.n_heads = 4;
@@ -185,7 +186,7 @@ TEST(KvMerge, AMergedTokenSavesOneVectorLessTwoF16NormsForKAndV) {
     // Per token and KV head at head dim 32: f32 K and V 256 bytes, a merged pair 256 + 8 of
     // norms instead of 512: 248 saved. int8: 68 (scales included), 60 saved.
     EXPECT_EQ(merge_saving(256), 248);
-    const ModelConfig c = two_layers();
+    const ModelConfig c = two_layer_pairs();
     EXPECT_EQ(merge_saving(KvCacheStorage(c, 16, 1, KvDtype::kF32).bytes_per_lane_token(0)), 248);
     EXPECT_EQ(merge_saving(KvCacheStorage(c, 16, 1, KvDtype::kF16).bytes_per_lane_token(0)), 120);
     EXPECT_EQ(merge_saving(KvCacheStorage(c, 16, 1, KvDtype::kInt8).bytes_per_lane_token(0)), 60);
@@ -209,7 +210,7 @@ TEST(KvMerge, AMergedTokenSavesOneVectorLessTwoF16NormsForKAndV) {
 // --- the low tier of the storage ---
 
 TEST(KvMixed, TheLowTierHoldsATokenInItsFormatAndSwapsWithTheBlock) {
-    const ModelConfig c = two_layers();
+    const ModelConfig c = two_layer_pairs();
     const int bs = 16;
     KvCacheStorage hi(c, bs, 4, KvDtype::kInt8);
     KvCacheStorage mixed(c, bs, 4, KvDtype::kInt8, {}, KvDtype::kInt2);
@@ -271,11 +272,6 @@ TEST(KvMixed, TheLowTierHoldsATokenInItsFormatAndSwapsWithTheBlock) {
 
 // --- in the engine, on the bundled model ---
 
-using Collector = test::EventCollector;
-std::shared_ptr<const LoadedModel> bundled() {
-    return test::bundled_loaded_model();
-}
-
 struct Generated {
     std::vector<int32_t> ids;
     std::vector<Event> events;
@@ -297,20 +293,20 @@ Generated run(const std::string& dtype, EvictionOptions o = {}) {
     } else {
         eo.kv_dtype = *parse_kv_dtype(dtype);
     }
-    auto engine = Engine::create(bundled(), eo);
+    auto engine = Engine::create(test::bundled_loaded_model(), eo);
     EXPECT_TRUE(engine.ok());
-    Collector probe;
+    test::EventCollector probe;
     (*engine)->reporter().probe = &probe;
     Generated g;
     GenerateRequest req;
-    req.prompt = bundled()->tokenizer->encode(
+    req.prompt = test::bundled_loaded_model()->tokenizer->encode(
         "In the beginning God created the heaven and the earth. And the earth was without form, "
         "and void;",
         true);
     req.max_tokens = 60;
     g.prompt = static_cast<int32_t>(req.prompt.size());
     if (o.stores_less()) {
-        auto e = KvEvictor::create(o, bundled()->config.n_layers);
+        auto e = KvEvictor::create(o, test::bundled_loaded_model()->config.n_layers);
         EXPECT_TRUE(e.ok()) << (e ? "" : e.error().message);
         req.evictor = std::move(e).value();
     }
@@ -339,7 +335,7 @@ TEST(KvMixedEngine, AllOfTheTokensInHighIsThatDtype) {
 
 TEST(KvMixedEngine, EveryChangeOfPrecisionIsAnEventAndTheShareStaysHigh) {
     const Generated g = run("mixed:int8/int2:20%");
-    const auto& c = bundled()->config;
+    const auto& c = test::bundled_loaded_model()->config;
     // Per lane: the positions that went low, each once, with the event's fields.
     std::map<std::pair<int32_t, int32_t>, std::set<int32_t>> low;
     for (const Event& e : g.events) {
@@ -374,7 +370,7 @@ TEST(KvMixedEngine, EveryChangeOfPrecisionIsAnEventAndTheShareStaysHigh) {
 }
 
 TEST(KvMergeEngine, AFirstLayerWithNoLayerAfterItMergesNothing) {
-    const auto& c = bundled()->config;
+    const auto& c = test::bundled_loaded_model()->config;
     const Generated none = run("f32");
     EvictionOptions o;
     o.merge_from = c.n_layers - 1;
@@ -396,7 +392,7 @@ TEST(KvMergeEngine, AFirstLayerWithNoLayerAfterItMergesNothing) {
 }
 
 TEST(KvMergeEngine, EachPairAndStepIsAnEventCountingTokensAndBytes) {
-    const auto& c = bundled()->config;
+    const auto& c = test::bundled_loaded_model()->config;
     EvictionOptions o;
     o.merge_from = 1;            // pairs (1, 2) and (3, 4); layer 5 has no partner
     o.merge_max_distance = 1.0;  // every token merges
